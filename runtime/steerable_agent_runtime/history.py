@@ -1,0 +1,253 @@
+"""The history record: the per-chat, append-only, model-visible log.
+
+Entries are JSON objects discriminated by ``type`` (``item``, ``compaction_boundary``,
+``seed``). Every written entry carries ``"v": RECORD_FORMAT_VERSION``; v1 is the same
+envelope without ``v``. Reads upgrade in memory through :func:`upgrade_entry_dict`, the one
+seam for future migrations; nothing on disk is ever rewritten.
+
+Reads fail closed: an entry with a newer ``v``, an unknown ``type`` or a shape that does
+not parse raises :class:`RecordFormatError` naming record, seq, version and the remedy.
+There is no skip-and-continue read path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from .errors import HistorySeqConflictError, RecordFormatError
+from .models import LLMMessage, Timestamp, WireModel, normalize_timestamp, utc_now
+
+if TYPE_CHECKING:
+    from .storage import StorageAdapter
+
+RECORD_FORMAT_VERSION = 2
+"""The newest record version this build reads and the version it writes."""
+
+ENTRY_TYPES = ("item", "compaction_boundary", "seed")
+CHECKPOINT_TYPES = ("compaction_boundary", "seed")
+"""Entry types a resume can start from: the transcript is rebuilt from the newest one."""
+
+
+class _EntryBase(WireModel):
+    v: int
+    type: str  # narrowed to a Literal by each entry model; declared here to keep wire order
+    seq: int
+    at: Timestamp
+
+
+class HistoryItem(_EntryBase):
+    """One LLMMessage appended to the transcript."""
+
+    type: Literal["item"]
+    message: LLMMessage
+
+
+class CompactionBoundary(_EntryBase):
+    """A declared rewrite: the model continues from ``replacement``."""
+
+    type: Literal["compaction_boundary"]
+    trigger: Literal["pressure", "overflow", "micro", "manual"]
+    pre_tokens: int
+    post_tokens: int
+    replacement: list[LLMMessage]
+
+
+class SeedOrigin(WireModel):
+    """Where a seeded record was forked from."""
+
+    record_id: str
+    seq: int
+
+
+class HistorySeed(_EntryBase):
+    """The initial transcript of a record, optionally forked from another record."""
+
+    type: Literal["seed"]
+    messages: list[LLMMessage]
+    origin: SeedOrigin | None = None
+
+
+HistoryEntry = Annotated[Union[HistoryItem, CompactionBoundary, HistorySeed], Field(discriminator="type")]
+_ENTRY_ADAPTER: TypeAdapter[HistoryItem | CompactionBoundary | HistorySeed] = TypeAdapter(HistoryEntry)
+
+# The migration seam: UPGRADES[n] turns a v-n dict into a v-(n+1) dict. v1 -> v2 is the
+# stamp and nothing else (the envelopes are field-identical).
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: lambda entry: {"v": 2, **{k: val for k, val in entry.items() if k != "v"}},
+}
+
+
+def _where(record_id: str | None, seq: Any) -> str:
+    return f"record {record_id!r} seq {seq}" if record_id is not None else f"entry seq {seq}"
+
+
+def entry_version(entry: Mapping[str, Any]) -> Any:
+    """The version an entry dict declares: its ``v``, or 1 when absent."""
+    return entry.get("v", 1)
+
+
+def upgrade_entry_dict(entry: Any, *, record_id: str | None = None) -> dict[str, Any]:
+    """Return a copy of ``entry`` upgraded in memory to RECORD_FORMAT_VERSION.
+
+    Never mutates ``entry``. Raises RecordFormatError when the entry is not a JSON object,
+    declares a version this build does not read (newer, or not a positive integer), or
+    has a ``type`` this build does not know.
+    """
+    seq = entry.get("seq") if isinstance(entry, dict) else None
+    if not isinstance(entry, dict):
+        raise RecordFormatError(
+            f"{_where(record_id, seq)}: entry is not a JSON object; the record was not modified",
+            record_id=record_id, hint="run `steerable-maint check DB` to locate the damage",
+        )
+    version = entry_version(entry)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise RecordFormatError(
+            f"{_where(record_id, seq)}: entry declares version {version!r}, not a record version;"
+            " the record was not modified",
+            record_id=record_id, seq=seq if isinstance(seq, int) else None,
+            hint="run `steerable-maint check DB` to locate the damage",
+        )
+    if version > RECORD_FORMAT_VERSION:
+        raise RecordFormatError(
+            f"{_where(record_id, seq)}: written by a newer build (v{version}; this build reads up to"
+            f" v{RECORD_FORMAT_VERSION}): upgrade the app; the record was not modified",
+            record_id=record_id, seq=seq if isinstance(seq, int) else None, version=version,
+        )
+    upgraded = dict(entry)
+    while entry_version(upgraded) < RECORD_FORMAT_VERSION:
+        upgraded = UPGRADES[entry_version(upgraded)](upgraded)
+    if upgraded.get("type") not in ENTRY_TYPES:
+        raise RecordFormatError(
+            f"{_where(record_id, seq)}: unknown entry type {upgraded.get('type')!r} (v{version}):"
+            " written by a newer build; upgrade the app; the record was not modified",
+            record_id=record_id, seq=seq if isinstance(seq, int) else None, version=version,
+        )
+    return upgraded
+
+
+def parse_entry(entry: Any, *, record_id: str | None = None) -> HistoryItem | CompactionBoundary | HistorySeed:
+    """Upgrade and validate one stored entry dict into its model.
+
+    Raises RecordFormatError (fail closed) for anything this build cannot read.
+    """
+    upgraded = upgrade_entry_dict(entry, record_id=record_id)
+    try:
+        return _ENTRY_ADAPTER.validate_python(upgraded)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        seq = upgraded.get("seq")
+        raise RecordFormatError(
+            f"{_where(record_id, seq)}: entry does not parse (v{entry_version(entry)}):"
+            f" {field}: {first['msg']}; the record was not modified",
+            record_id=record_id, seq=seq if isinstance(seq, int) else None,
+            version=entry_version(entry) if isinstance(entry_version(entry), int) else None,
+            hint="run `steerable-maint check DB` to locate the damage, `steerable-maint salvage` to export the rest",
+        ) from None
+
+
+def read_entry_text(text: str | bytes, *, record_id: str | None = None, seq: int | None = None) -> dict[str, Any]:
+    """Decode one stored entry, upgrade it in memory and validate it; return the dict.
+
+    Raises RecordFormatError when the text is not JSON or the entry cannot be read.
+    """
+    try:
+        raw = json.loads(text)
+    except (ValueError, UnicodeDecodeError):
+        raise RecordFormatError(
+            f"{_where(record_id, seq)}: stored entry is not valid JSON; the record was not modified",
+            record_id=record_id, seq=seq,
+            hint="run `steerable-maint check DB` to locate the damage, `steerable-maint salvage` to export the rest",
+        ) from None
+    upgraded = upgrade_entry_dict(raw, record_id=record_id)
+    parse_entry(upgraded, record_id=record_id)
+    return upgraded
+
+
+class PreparedEntry(BaseModel):
+    """An entry ready to store: its seq, version, type, timestamp and canonical JSON."""
+
+    seq: int
+    v: int
+    type: str
+    at: str
+    data: str
+
+
+def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_seq: int) -> list[PreparedEntry]:
+    """Stamp ``seq``, ``v`` and (when absent) ``at`` on each entry and validate it.
+
+    Shared by every StorageAdapter so they store identical bytes. Raises
+    HistorySeqConflictError when an entry carries a seq other than the next one,
+    RecordFormatError when an entry is newer than this build or does not parse.
+    """
+    prepared: list[PreparedEntry] = []
+    seq = next_seq
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            raise RecordFormatError(f"record {record_id!r}: entry to append is not a JSON object",
+                                    record_id=record_id, hint="pass each entry as a dict")
+        given_seq = entry.get("seq")
+        if given_seq is not None and given_seq != seq:
+            raise HistorySeqConflictError(
+                f"record {record_id!r}: entry carries seq {given_seq} but the next seq is {seq}",
+                record_id=record_id, seq=given_seq,
+            )
+        version = entry.get("v", RECORD_FORMAT_VERSION)
+        if isinstance(version, int) and not isinstance(version, bool) and version > RECORD_FORMAT_VERSION:
+            raise RecordFormatError(
+                f"record {record_id!r}: cannot append a v{version} entry (this build writes v{RECORD_FORMAT_VERSION})",
+                record_id=record_id, version=version, hint="upgrade the app to write this entry",
+            )
+        stamped = {k: val for k, val in entry.items() if k not in ("v", "seq")}
+        stamped.update(v=RECORD_FORMAT_VERSION, seq=seq)
+        stamped["at"] = normalize_timestamp(stamped["at"]) if stamped.get("at") else utc_now()
+        model = parse_entry(stamped, record_id=record_id)
+        prepared.append(PreparedEntry(seq=seq, v=model.v, type=model.type, at=model.at,
+                                      data=model.model_dump_json(by_alias=True, exclude_none=True)))
+        seq += 1
+    return prepared
+
+
+def transcript_from(entries: list[dict[str, Any]], *, record_id: str | None = None) -> list[LLMMessage]:
+    """Build the transcript from entries in ascending seq order.
+
+    The newest checkpoint (boundary or seed) in ``entries`` resets the transcript to its
+    replacement/messages; items after it are appended.
+    """
+    transcript: list[LLMMessage] = []
+    for raw in entries:
+        entry = parse_entry(raw, record_id=record_id)
+        if isinstance(entry, CompactionBoundary):
+            transcript = list(entry.replacement)
+        elif isinstance(entry, HistorySeed):
+            transcript = list(entry.messages)
+        else:
+            transcript.append(entry.message)
+    return transcript
+
+
+async def resume_transcript(storage: "StorageAdapter", record_id: str, *, page_size: int = 256) -> list[LLMMessage]:
+    """Return the LLMMessages the model continues from for ``record_id``.
+
+    Reads tail-first in ``reverse=True`` pages bounded below by the newest checkpoint seq
+    (``storage.history_checkpoint``), so it reads the checkpoint and the items after it and
+    never an entry of the superseded prefix: O(tail). An empty or unknown record gives [].
+    Raises RecordFormatError (fail closed) if any entry it reads cannot be read.
+    """
+    checkpoint = await storage.history_checkpoint(record_id)
+    after = None if checkpoint is None else checkpoint - 1
+    tail: list[dict[str, Any]] = []
+    until: int | None = None
+    while True:
+        page = await storage.list_history(record_id, after_seq=after, until_seq=until, limit=page_size, reverse=True)
+        tail.extend(page)
+        if len(page) < page_size:
+            break
+        until = page[-1]["seq"] - 1
+    tail.reverse()
+    return transcript_from(tail, record_id=record_id)

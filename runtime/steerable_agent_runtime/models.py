@@ -1,0 +1,143 @@
+"""Wire models (pydantic v2): camelCase on the wire, snake_case accepted on input.
+
+Guarantees:
+- ``Model.model_validate_json(m.to_json()) == m`` for every model (JSON round trip is the
+  identity; checked by a hypothesis property test).
+- Timestamps are ISO 8601 strings normalised to UTC with microseconds and a ``Z``
+  (``2026-01-02T03:04:05.000000Z``), so text order is time order. A timestamp without an
+  offset is taken to be UTC.
+- Unknown fields are refused (``extra="forbid"``): a typo is an error, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+def normalize_timestamp(value: str | datetime) -> str:
+    """Return ``value`` as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC.
+
+    Raises ValueError for a string that is not ISO 8601.
+    """
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def utc_now() -> str:
+    """The current time as a normalised timestamp."""
+    return normalize_timestamp(datetime.now(timezone.utc))
+
+
+def _check_timestamp(value: str) -> str:
+    return normalize_timestamp(value)
+
+
+Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
+
+
+class WireModel(BaseModel):
+    """Base of every wire model: camelCase aliases, snake_case input, no unknown fields."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The model as a camelCase JSON-ready dict, unset optionals left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def to_json(self) -> str:
+        """The model as compact camelCase JSON, unset optionals left out."""
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+
+class AgentSession(WireModel):
+    """One multi-step run of a user in a chat (seed: Runtime Spec, AgentSession)."""
+
+    session_id: str
+    user_id: str
+    chat_id: str
+    current_stage: str
+    is_active: bool
+    created_at: Timestamp
+    updated_at: Timestamp
+    next_stage: str | None = None
+    scenario: str | None = None
+    stage_data: dict[str, Any] | None = None
+    project_id: str | None = None
+    id: str | None = None
+
+
+TraceOutcome = Literal["ok", "error", "budget_exhausted", "cancelled"]
+SpanKind = Literal["llm", "tool", "approval"]
+
+
+class HarnessTrace(WireModel):
+    """The metadata of one run of the loop; pairs with N TraceSpans."""
+
+    trace_id: str
+    session_id: str
+    chat_id: str
+    user_id: str
+    started_at: Timestamp
+    ended_at: Timestamp | None = None
+    outcome: TraceOutcome | None = None
+
+
+class TraceSpan(WireModel):
+    """One unit of work: ``llm.request``, a tool name, or ``approval.wait``."""
+
+    span_id: str
+    name: str
+    start_at: Timestamp
+    end_at: Timestamp | None = None
+    parent_id: str | None = None
+    attrs: dict[str, Any] | None = None
+    kind: SpanKind | None = None
+
+
+class TraceEvent(WireModel):
+    """A point-in-time annotation inside a span."""
+
+    event_id: str
+    span_id: str
+    name: str
+    at: Timestamp
+    attrs: dict[str, Any] | None = None
+
+
+ChatRole = Literal["user", "assistant", "tool", "system"]
+
+
+class ChatMessage(WireModel):
+    """A message of the user-visible chat (what the UI shows, what search finds)."""
+
+    id: str
+    chat_id: str
+    role: ChatRole
+    content: str
+    created_at: Timestamp
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_result: Any | None = None
+
+
+class LLMMessage(WireModel):
+    """A message as the model sees it: text or a list of content parts, plus tool calls."""
+
+    role: ChatRole
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None

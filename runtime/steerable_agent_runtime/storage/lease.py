@@ -1,0 +1,193 @@
+"""The write lease: an exclusive lock on the sibling ``<stem>.lock`` file.
+
+``sessions.db`` -> ``sessions.lock``. POSIX uses ``flock(LOCK_EX | LOCK_NB)``; Windows uses
+``msvcrt.locking`` on one byte far past the pid text, behind the same interface.
+
+Guarantees:
+- One holder at a time, across processes and within one process (flock locks belong to
+  the open file description, so a second open in the same process is refused too).
+- Process death releases the lease (the kernel drops the lock); there is no TTL steal.
+- The lock file is created 0600, never deleted, never renamed. The holder writes its pid
+  into it so a refused opener can name the holder.
+- :func:`lease_holder` finds the holder without taking the lock, so inspecting never makes
+  a concurrent opener fail.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import NotAStoreError, StoreAlreadyOwnedError
+
+_WINDOWS_LOCK_OFFSET = 1 << 30
+
+
+def lock_path_for(db_path: str | os.PathLike[str]) -> Path:
+    """The lease file of a database: same directory, same stem, suffix ``.lock``."""
+    path = Path(db_path)
+    return path.with_name(path.stem + ".lock")
+
+
+@dataclass(frozen=True)
+class LeaseHolder:
+    """Who holds a lease: the pid, and how it was found (``procfs`` or ``pid-file``)."""
+
+    pid: int | None
+    method: str
+
+
+def _lock(fd: int) -> bool:
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import msvcrt
+
+        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _unlock(fd: int) -> None:
+    if sys.platform == "win32":  # pragma: no cover
+        import msvcrt
+
+        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        return
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _read_pid(lock_path: Path) -> int | None:
+    try:
+        text = lock_path.read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+class WriteLease:
+    """The exclusive write lease of one database file.
+
+    ``acquire()`` raises StoreAlreadyOwnedError naming the holder's pid when another opener
+    holds it, NotAStoreError when the lock file cannot be created or opened (read-only
+    directory). ``release()`` is idempotent.
+    """
+
+    def __init__(self, db_path: str | os.PathLike[str]) -> None:
+        self.db_path = Path(db_path)
+        self.lock_path = lock_path_for(db_path)
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lease now."""
+        return self._fd is not None
+
+    def acquire(self) -> "WriteLease":
+        """Take the lease or raise; on success the lock file holds this pid."""
+        fd = self._open_lock_file()
+        if not _lock(fd):
+            os.close(fd)
+            holder = lease_holder(self.db_path)
+            pid = holder.pid if holder else _read_pid(self.lock_path)
+            who = "this process" if pid == os.getpid() else f"pid {pid}" if pid else "another process"
+            raise StoreAlreadyOwnedError(
+                f"{self.db_path}: the write lease {self.lock_path.name} is held by {who}",
+                path=str(self.db_path), holder_pid=pid,
+            )
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self._fd = fd
+        return self
+
+    def _open_lock_file(self) -> int:
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            return os.open(self.lock_path, flags, 0o600)
+        except OSError as exc:
+            raise NotAStoreError(
+                f"{self.db_path}: cannot create or open the lease file {self.lock_path.name}: {exc.strerror}",
+                path=str(self.db_path),
+                hint="writing needs a writable directory; read-only jobs (check, inspect, salvage) work without it",
+            ) from None
+
+    def release(self) -> None:
+        """Give the lease up. The lock file stays where it is."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            _unlock(fd)
+        finally:
+            os.close(fd)
+
+    def __enter__(self) -> "WriteLease":
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _procfs_holder(lock_path: Path) -> LeaseHolder | None:
+    """Find a flock on ``lock_path`` in /proc/locks (Linux) without taking it."""
+    try:
+        st = os.stat(lock_path)
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    for line in lines:
+        parts = line.split()
+        if "->" in parts or len(parts) < 6 or parts[1] != "FLOCK":
+            continue
+        try:
+            major, minor, inode = parts[5].split(":")
+            found = (int(major, 16), int(minor, 16), int(inode))
+            pid = int(parts[4])
+        except ValueError:
+            continue
+        if found == want:
+            return LeaseHolder(pid=pid if pid > 0 else _read_pid(lock_path), method="procfs")
+    return LeaseHolder(pid=None, method="procfs-free")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lease_holder(db_path: str | os.PathLike[str]) -> LeaseHolder | None:
+    """Who holds the lease of ``db_path`` now, or None when nobody does.
+
+    Never takes the lock. On Linux it reads /proc/locks; elsewhere it falls back to the
+    pid written in the lock file and whether that process is alive (``pid-file``, a
+    best guess: a reused pid can look like a holder).
+    """
+    lock_path = lock_path_for(db_path)
+    if not lock_path.exists():
+        return None
+    found = _procfs_holder(lock_path)
+    if found is not None:
+        return found if found.method == "procfs" else None
+    pid = _read_pid(lock_path)
+    if pid is not None and _pid_alive(pid):
+        return LeaseHolder(pid=pid, method="pid-file")
+    return None

@@ -1,0 +1,126 @@
+"""InMemoryStorage: the StorageAdapter for tests and development.
+
+Same contract as SqliteStorage (one contract suite runs against both, and a hypothesis
+state machine checks they agree). Entities are kept as canonical JSON, so what comes back
+is a fresh copy, exactly as it would be read from SQLite.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from ..history import CHECKPOINT_TYPES, prepare_append, read_entry_text
+from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
+
+M = TypeVar("M", bound=WireModel)
+
+
+class InMemoryStorage:
+    """A StorageAdapter that keeps everything in process memory. Not durable."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, str] = {}
+        self._messages: dict[str, str] = {}
+        self._traces: dict[str, str] = {}
+        self._spans: dict[str, tuple[str, str]] = {}
+        self._events: dict[str, tuple[str, str]] = {}
+        self._history: dict[str, list[str]] = {}
+        self._checkpoints: dict[str, list[int]] = {}
+
+    # sessions -------------------------------------------------------------------------
+    async def upsert_session(self, session: AgentSession) -> AgentSession:
+        self._sessions[session.session_id] = session.to_json()
+        return _load(AgentSession, self._sessions[session.session_id])
+
+    async def get_session(self, session_id: str) -> AgentSession | None:
+        text = self._sessions.get(session_id)
+        return None if text is None else _load(AgentSession, text)
+
+    async def list_sessions(
+        self, *, user_id: str | None = None, chat_id: str | None = None, active_only: bool = False
+    ) -> list[AgentSession]:
+        found = [_load(AgentSession, t) for t in self._sessions.values()]
+        found = [s for s in found if (user_id is None or s.user_id == user_id)
+                 and (chat_id is None or s.chat_id == chat_id) and (not active_only or s.is_active)]
+        return sorted(found, key=lambda s: (s.created_at, s.session_id))
+
+    # messages -------------------------------------------------------------------------
+    async def append_message(self, message: ChatMessage) -> ChatMessage:
+        self._messages[message.id] = message.to_json()  # dict order keeps first insertion
+        return _load(ChatMessage, self._messages[message.id])
+
+    async def list_messages(self, chat_id: str, *, limit: int | None = None) -> list[ChatMessage]:
+        rows = [(i, _load(ChatMessage, t)) for i, t in enumerate(self._messages.values())]
+        chat = sorted((r for r in rows if r[1].chat_id == chat_id), key=lambda r: (r[1].created_at, r[0]))
+        found = [m for _, m in chat]
+        return found if limit is None else found[max(0, len(found) - limit):]
+
+    # traces ---------------------------------------------------------------------------
+    async def upsert_trace(self, trace: HarnessTrace) -> HarnessTrace:
+        self._traces[trace.trace_id] = trace.to_json()
+        return _load(HarnessTrace, self._traces[trace.trace_id])
+
+    async def get_trace(self, trace_id: str) -> HarnessTrace | None:
+        text = self._traces.get(trace_id)
+        return None if text is None else _load(HarnessTrace, text)
+
+    async def list_traces(
+        self, *, session_id: str | None = None, chat_id: str | None = None,
+        since: str | None = None, until: str | None = None,
+    ) -> list[HarnessTrace]:
+        found = [_load(HarnessTrace, t) for t in self._traces.values()]
+        found = [t for t in found if (session_id is None or t.session_id == session_id)
+                 and (chat_id is None or t.chat_id == chat_id)
+                 and (since is None or t.started_at >= since) and (until is None or t.started_at < until)]
+        return sorted(found, key=lambda t: (t.started_at, t.trace_id))
+
+    async def add_span(self, trace_id: str, span: TraceSpan) -> TraceSpan:
+        self._spans[span.span_id] = (trace_id, span.to_json())
+        return _load(TraceSpan, self._spans[span.span_id][1])
+
+    async def add_event(self, trace_id: str, event: TraceEvent) -> TraceEvent:
+        self._events[event.event_id] = (trace_id, event.to_json())
+        return _load(TraceEvent, self._events[event.event_id][1])
+
+    async def list_spans(self, trace_id: str) -> list[TraceSpan]:
+        found = [_load(TraceSpan, t) for tid, t in self._spans.values() if tid == trace_id]
+        return sorted(found, key=lambda s: (s.start_at, s.span_id))
+
+    async def list_events(self, trace_id: str, *, span_id: str | None = None) -> list[TraceEvent]:
+        found = [_load(TraceEvent, t) for tid, t in self._events.values() if tid == trace_id]
+        found = [e for e in found if span_id is None or e.span_id == span_id]
+        return sorted(found, key=lambda e: (e.at, e.event_id))
+
+    # history --------------------------------------------------------------------------
+    async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        log = self._history.get(record_id, [])
+        prepared = prepare_append(record_id, entries, len(log) + 1)
+        self._history.setdefault(record_id, []).extend(p.data for p in prepared)
+        marks = self._checkpoints.setdefault(record_id, [])
+        marks.extend(p.seq for p in prepared if p.type in CHECKPOINT_TYPES)
+        return [json.loads(p.data) for p in prepared]
+
+    async def list_history(
+        self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
+        limit: int | None = None, reverse: bool = False,
+    ) -> list[dict[str, Any]]:
+        log = self._history.get(record_id, [])
+        low = max(after_seq or 0, 0)
+        high = len(log) if until_seq is None else max(min(until_seq, len(log)), low)
+        seqs = range(high, low, -1) if reverse else range(low + 1, high + 1)
+        if limit is not None:
+            seqs = seqs[: max(limit, 0)]
+        return [read_entry_text(log[s - 1], record_id=record_id, seq=s) for s in seqs]
+
+    async def history_checkpoint(self, record_id: str) -> int | None:
+        marks = self._checkpoints.get(record_id)
+        return marks[-1] if marks else None
+
+    async def close(self) -> None:
+        """Nothing to release; kept for the uniform protocol."""
+
+
+def _load(model: type[M], text: str) -> M:
+    return model.model_validate_json(text)

@@ -1,0 +1,215 @@
+"""The SQLite schema of a steerable store: tables, indexes, version markers, checksums.
+
+Every entity table keeps the entity's full canonical JSON in ``data`` and a CRC-32 of the
+UTF-8 bytes of ``data`` in ``crc``; the filter/order fields are duplicated into indexed
+columns. ``TABLES`` describes each table for the maintenance jobs (check, archive, salvage)
+so none of them hard-codes column lists of its own.
+
+``PRAGMA application_id`` = APPLICATION_ID marks the file as a steerable store;
+``PRAGMA user_version`` = SCHEMA_VERSION is the schema version. A file whose user_version
+is above SCHEMA_VERSION was written by a newer build and is refused whole.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from dataclasses import dataclass
+
+APPLICATION_ID = 0x53544552  # "STER"
+SCHEMA_VERSION = 1
+
+
+def row_checksum(data: str | bytes) -> int:
+    """CRC-32 of the UTF-8 bytes of a row's ``data`` column (unsigned, 0..2**32-1)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return zlib.crc32(data)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """How one entity table is laid out.
+
+    ``key`` names the columns that identify a row; ``columns`` maps each indexed column to
+    the camelCase JSON field of ``data`` it duplicates (check compares them); ``parent``
+    names (column, parent table, parent column) for the orphan check.
+    """
+
+    name: str
+    key: tuple[str, ...]
+    columns: dict[str, str]
+    parent: tuple[str, str, str] | None
+    chat_column: str | None
+
+    @property
+    def all_columns(self) -> tuple[str, ...]:
+        """Every stored column in DDL order, ``data`` and ``crc`` last."""
+        return (*self.columns, "data", "crc")
+
+
+TABLES: dict[str, TableSpec] = {
+    "sessions": TableSpec(
+        "sessions", ("session_id",),
+        {"session_id": "sessionId", "user_id": "userId", "chat_id": "chatId", "is_active": "isActive",
+         "created_at": "createdAt", "updated_at": "updatedAt"},
+        None, "chat_id"),
+    "messages": TableSpec(
+        "messages", ("id",),
+        {"id": "id", "chat_id": "chatId", "created_at": "createdAt"},
+        ("chat_id", "sessions", "chat_id"), "chat_id"),
+    "traces": TableSpec(
+        "traces", ("trace_id",),
+        {"trace_id": "traceId", "session_id": "sessionId", "chat_id": "chatId", "user_id": "userId",
+         "started_at": "startedAt"},
+        ("session_id", "sessions", "session_id"), "chat_id"),
+    "spans": TableSpec(
+        "spans", ("span_id",),
+        {"span_id": "spanId", "trace_id": "", "parent_id": "parentId", "start_at": "startAt"},
+        ("trace_id", "traces", "trace_id"), None),
+    "events": TableSpec(
+        "events", ("event_id",),
+        {"event_id": "eventId", "trace_id": "", "span_id": "spanId", "at": "at"},
+        ("span_id", "spans", "span_id"), None),
+    "history": TableSpec(
+        "history", ("record_id", "seq"),
+        {"record_id": "", "seq": "seq", "v": "v", "type": "type", "at": "at"},
+        None, "record_id"),
+}
+"""Entity tables by name. A column mapped to "" is not part of ``data`` (it is the row's
+place: the trace a span belongs to, the record an entry belongs to)."""
+
+DDL = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY NOT NULL,
+    user_id    TEXT NOT NULL,
+    chat_id    TEXT NOT NULL,
+    is_active  INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    crc        INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_chat ON sessions(chat_id);
+CREATE INDEX IF NOT EXISTS sessions_user ON sessions(user_id, created_at);
+
+CREATE TABLE IF NOT EXISTS messages (
+    id         TEXT PRIMARY KEY NOT NULL,
+    chat_id    TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    crc        INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_chat ON messages(chat_id, created_at);
+
+CREATE TABLE IF NOT EXISTS traces (
+    trace_id   TEXT PRIMARY KEY NOT NULL,
+    session_id TEXT NOT NULL,
+    chat_id    TEXT NOT NULL,
+    user_id    TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    crc        INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS traces_session ON traces(session_id);
+CREATE INDEX IF NOT EXISTS traces_chat ON traces(chat_id);
+CREATE INDEX IF NOT EXISTS traces_started ON traces(started_at);
+
+CREATE TABLE IF NOT EXISTS spans (
+    span_id    TEXT PRIMARY KEY NOT NULL,
+    trace_id   TEXT NOT NULL,
+    parent_id  TEXT,
+    start_at   TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    crc        INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS spans_trace ON spans(trace_id, start_at);
+
+CREATE TABLE IF NOT EXISTS events (
+    event_id   TEXT PRIMARY KEY NOT NULL,
+    trace_id   TEXT NOT NULL,
+    span_id    TEXT NOT NULL,
+    at         TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    crc        INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_trace ON events(trace_id, at);
+CREATE INDEX IF NOT EXISTS events_span ON events(span_id);
+
+CREATE TABLE IF NOT EXISTS history (
+    record_id  TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    v          INTEGER NOT NULL,
+    type       TEXT NOT NULL,
+    at         TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    crc        INTEGER NOT NULL,
+    PRIMARY KEY (record_id, seq)
+);
+-- Partial index: only checkpoints (boundaries, seeds) pay for it on append, and resume
+-- finds the newest one in O(log n) without reading the prefix.
+CREATE INDEX IF NOT EXISTS history_checkpoints ON history(record_id, seq)
+    WHERE type IN ('compaction_boundary', 'seed');
+"""
+
+CHECKPOINT_WHERE = "type IN ('compaction_boundary', 'seed')"
+"""Must match the partial index's WHERE clause word for word so SQLite uses the index."""
+
+FTS_DDL = """
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(content, tokenize = 'unicode61');
+CREATE TRIGGER IF NOT EXISTS messages_fts_ai AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content) VALUES (new.rowid, json_extract(new.data, '$.content'));
+END;
+CREATE TRIGGER IF NOT EXISTS messages_fts_ad AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_fts WHERE rowid = old.rowid;
+END;
+CREATE TRIGGER IF NOT EXISTS messages_fts_au AFTER UPDATE OF data ON messages BEGIN
+    UPDATE messages_fts SET content = json_extract(new.data, '$.content') WHERE rowid = new.rowid;
+END;
+"""
+
+
+def fts5_available(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite library was built with FTS5."""
+    row = conn.execute("SELECT sqlite_compileoption_used('ENABLE_FTS5')").fetchone()
+    return bool(row and row[0])
+
+
+def has_fts(conn: sqlite3.Connection) -> bool:
+    """Whether the store has its full-text index (absent when created without FTS5)."""
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'").fetchone()
+    return row is not None
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Create every table and index of SCHEMA_VERSION and stamp the version markers.
+
+    Idempotent. Runs inside one transaction on ``conn`` (autocommit connection expected).
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _statements(DDL):
+            conn.execute(statement)
+        if fts5_available(conn):
+            for statement in _statements(FTS_DDL):
+                conn.execute(statement)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> list[str]:
+    """Split a DDL script into complete statements (triggers contain semicolons)."""
+    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
+    out: list[str] = []
+    buf = ""
+    for line in lines:
+        buf += line + "\n"
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    return out

@@ -1,0 +1,319 @@
+"""SqliteStorage: the durable StorageAdapter on stdlib sqlite3.
+
+Layout (storage/schema.py): each row keeps the entity's canonical JSON in ``data``, a
+CRC-32 of those bytes in ``crc``, and its filter/order fields in indexed columns. WAL mode.
+
+Guarantees:
+- ``SqliteStorage(path)`` takes the write lease (``<stem>.lock``) in its constructor and
+  holds it until ``await close()``; a second opener, in this process or another, gets
+  StoreAlreadyOwnedError naming the holder.
+- A path that is a directory, unreadable, empty or not SQLite raises NotAStoreError; a
+  schema newer than this build raises SchemaTooNewError. Both before anything is written:
+  the file is untouched (the lease file is not even created).
+- A new database file is created 0600 (SQLite gives its -wal and -shm the same mode).
+- Every write is one transaction; an acknowledged write (the awaited call returned) is
+  committed with ``synchronous=FULL`` by default, so it survives kill -9 and power loss.
+- Every read verifies each row's checksum and raises DataIntegrityError on a mismatch:
+  no read path returns silently corrupted data or skips a row.
+
+All methods are ``async`` (uniform with the protocol); the SQLite calls are short local
+I/O made inline, serialised by a lock so the object may be shared across threads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from ..errors import DataIntegrityError, DatabaseDamagedError, NotAStoreError, StoreClosedError, UsageError
+from ..history import prepare_append, read_entry_text
+from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
+from .fileprobe import probe, refuse_foreign, refuse_newer_schema
+from .lease import WriteLease
+from .schema import APPLICATION_ID, CHECKPOINT_WHERE, create_schema, has_fts, row_checksum
+
+M = TypeVar("M", bound=WireModel)
+_MAX_SEQ = 2**62
+
+
+class SqliteStorage:
+    """The durable store of one database file, owned exclusively while open."""
+
+    def __init__(self, path: str | os.PathLike[str], *,
+                 synchronous: Literal["FULL", "NORMAL"] = "FULL") -> None:
+        self.path = Path(path)
+        found = probe(self.path, allow_missing=True)
+        refuse_foreign(found, self.path)
+        refuse_newer_schema(found, self.path)
+        self.lease = WriteLease(self.path).acquire()
+        self._lock = threading.RLock()
+        try:
+            if not found.exists:
+                _create_private_file(self.path)
+            self._conn: sqlite3.Connection | None = self._connect(synchronous)
+        except BaseException:
+            if not found.exists and self.path.exists() and self.path.stat().st_size == 0:
+                self.path.unlink()  # we made it a moment ago; leave nothing half-made behind
+            self.lease.release()
+            raise
+        self.fts = has_fts(self._conn)
+
+    # opening --------------------------------------------------------------------------
+    def _connect(self, synchronous: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            self._adopt(conn)
+            conn.execute(f"PRAGMA synchronous = {synchronous}")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise DatabaseDamagedError(f"{self.path}: SQLite cannot open it: {exc}", path=str(self.path)) from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _adopt(self, conn: sqlite3.Connection) -> None:
+        """Check the markers SQLite sees (the -wal may be newer than the header), then
+        create the schema on an empty database."""
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        refuse_newer_schema(version, self.path)
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app_id != APPLICATION_ID and tables:
+            raise NotAStoreError(f"{self.path}: a SQLite database that is not a steerable store",
+                                 path=str(self.path), hint="pass the app's sessions database")
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        if not tables:
+            create_schema(conn)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The open connection; raises StoreClosedError after close()."""
+        if self._conn is None:
+            raise StoreClosedError(f"{self.path}: storage is closed", path=str(self.path))
+        return self._conn
+
+    async def close(self) -> None:
+        """Close the connection and release the lease. Idempotent."""
+        self.close_sync()
+
+    def close_sync(self) -> None:
+        """Synchronous close, for code outside an event loop (and finalisers)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            self.lease.release()
+
+    async def __aenter__(self) -> "SqliteStorage":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _read(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self.conn.execute(sql, tuple(params)).fetchall()
+
+    # entity helpers -------------------------------------------------------------------
+    def _put(self, table: str, cols: dict[str, Any], data: str) -> None:
+        names = [*cols, "data", "crc"]
+        key = next(iter(cols))
+        updates = ", ".join(f"{n} = excluded.{n}" for n in names[1:])
+        sql = (f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+               f" ON CONFLICT({key}) DO UPDATE SET {updates}")
+        with self._write() as conn:
+            conn.execute(sql, (*cols.values(), data, row_checksum(data)))
+
+    def _get(self, model: type[M], table: str, where: str, params: Iterable[Any], order: str = "",
+             limit: int | None = None) -> list[M]:
+        sql = f"SELECT CAST(data AS BLOB), crc, rowid FROM {table} WHERE {where} {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [model.model_validate_json(_verified(table, row)) for row in self._read(sql, params)]
+
+    # sessions -------------------------------------------------------------------------
+    async def upsert_session(self, session: AgentSession) -> AgentSession:
+        data = session.to_json()
+        self._put("sessions", {"session_id": session.session_id, "user_id": session.user_id,
+                               "chat_id": session.chat_id, "is_active": int(session.is_active),
+                               "created_at": session.created_at, "updated_at": session.updated_at}, data)
+        return AgentSession.model_validate_json(data)
+
+    async def get_session(self, session_id: str) -> AgentSession | None:
+        found = self._get(AgentSession, "sessions", "session_id = ?", (session_id,))
+        return found[0] if found else None
+
+    async def list_sessions(
+        self, *, user_id: str | None = None, chat_id: str | None = None, active_only: bool = False
+    ) -> list[AgentSession]:
+        terms, params = ["1"], []
+        if user_id is not None:
+            terms.append("user_id = ?")
+            params.append(user_id)
+        if chat_id is not None:
+            terms.append("chat_id = ?")
+            params.append(chat_id)
+        if active_only:
+            terms.append("is_active = 1")
+        return self._get(AgentSession, "sessions", " AND ".join(terms), params, "ORDER BY created_at, session_id")
+
+    # messages -------------------------------------------------------------------------
+    async def append_message(self, message: ChatMessage) -> ChatMessage:
+        data = message.to_json()
+        self._put("messages", {"id": message.id, "chat_id": message.chat_id, "created_at": message.created_at}, data)
+        return ChatMessage.model_validate_json(data)
+
+    async def list_messages(self, chat_id: str, *, limit: int | None = None) -> list[ChatMessage]:
+        if limit is None:
+            return self._get(ChatMessage, "messages", "chat_id = ?", (chat_id,), "ORDER BY created_at, rowid")
+        tail = self._get(ChatMessage, "messages", "chat_id = ?", (chat_id,),
+                         "ORDER BY created_at DESC, rowid DESC", max(limit, 0))
+        return tail[::-1]
+
+    # traces ---------------------------------------------------------------------------
+    async def upsert_trace(self, trace: HarnessTrace) -> HarnessTrace:
+        data = trace.to_json()
+        self._put("traces", {"trace_id": trace.trace_id, "session_id": trace.session_id, "chat_id": trace.chat_id,
+                             "user_id": trace.user_id, "started_at": trace.started_at}, data)
+        return HarnessTrace.model_validate_json(data)
+
+    async def get_trace(self, trace_id: str) -> HarnessTrace | None:
+        found = self._get(HarnessTrace, "traces", "trace_id = ?", (trace_id,))
+        return found[0] if found else None
+
+    async def list_traces(
+        self, *, session_id: str | None = None, chat_id: str | None = None,
+        since: str | None = None, until: str | None = None,
+    ) -> list[HarnessTrace]:
+        terms, params = ["1"], []
+        for clause, value in (("session_id = ?", session_id), ("chat_id = ?", chat_id),
+                              ("started_at >= ?", since), ("started_at < ?", until)):
+            if value is not None:
+                terms.append(clause)
+                params.append(value)
+        return self._get(HarnessTrace, "traces", " AND ".join(terms), params, "ORDER BY started_at, trace_id")
+
+    async def add_span(self, trace_id: str, span: TraceSpan) -> TraceSpan:
+        data = span.to_json()
+        self._put("spans", {"span_id": span.span_id, "trace_id": trace_id, "parent_id": span.parent_id,
+                            "start_at": span.start_at}, data)
+        return TraceSpan.model_validate_json(data)
+
+    async def add_event(self, trace_id: str, event: TraceEvent) -> TraceEvent:
+        data = event.to_json()
+        self._put("events", {"event_id": event.event_id, "trace_id": trace_id, "span_id": event.span_id,
+                             "at": event.at}, data)
+        return TraceEvent.model_validate_json(data)
+
+    async def list_spans(self, trace_id: str) -> list[TraceSpan]:
+        return self._get(TraceSpan, "spans", "trace_id = ?", (trace_id,), "ORDER BY start_at, span_id")
+
+    async def list_events(self, trace_id: str, *, span_id: str | None = None) -> list[TraceEvent]:
+        if span_id is None:
+            return self._get(TraceEvent, "events", "trace_id = ?", (trace_id,), "ORDER BY at, event_id")
+        return self._get(TraceEvent, "events", "trace_id = ? AND span_id = ?", (trace_id, span_id),
+                         "ORDER BY at, event_id")
+
+    # history --------------------------------------------------------------------------
+    async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        entries = list(entries)
+        with self._write() as conn:
+            head = conn.execute("SELECT max(seq) FROM history WHERE record_id = ?", (record_id,)).fetchone()[0]
+            prepared = prepare_append(record_id, entries, (head or 0) + 1)
+            conn.executemany(
+                "INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(record_id, p.seq, p.v, p.type, p.at, p.data, row_checksum(p.data)) for p in prepared],
+            )
+        return [json.loads(p.data) for p in prepared]
+
+    async def list_history(
+        self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
+        limit: int | None = None, reverse: bool = False,
+    ) -> list[dict[str, Any]]:
+        sql = ("SELECT CAST(data AS BLOB), crc, seq FROM history WHERE record_id = ? AND seq > ? AND seq <= ?"
+               f" ORDER BY seq {'DESC' if reverse else 'ASC'} LIMIT ?")
+        rows = self._read(sql, (record_id, after_seq or 0, _MAX_SEQ if until_seq is None else until_seq,
+                                -1 if limit is None else max(limit, 0)))
+        return [read_entry_text(_verified("history", row, record_id), record_id=record_id, seq=row[2])
+                for row in rows]
+
+    async def history_checkpoint(self, record_id: str) -> int | None:
+        rows = self._read(f"SELECT max(seq) FROM history WHERE record_id = ? AND {CHECKPOINT_WHERE}", (record_id,))
+        return rows[0][0]
+
+    # search ---------------------------------------------------------------------------
+    async def search_sessions(self, query: str, *, limit: int = 20) -> list[AgentSession]:
+        """Sessions whose chat messages match ``query``, best-matching chat first.
+
+        With FTS5 the query is FTS5 syntax ranked by bm25; without FTS5 it is a substring
+        match ranked by the number of matching messages. A query FTS5 rejects raises
+        UsageError with a hint. Sessions of one chat come in (created_at, session_id) order.
+        """
+        chats = self._matching_chats(query, limit)
+        found: list[AgentSession] = []
+        for chat_id in chats:
+            found.extend(await self.list_sessions(chat_id=chat_id))
+        return found
+
+    def _matching_chats(self, query: str, limit: int) -> list[str]:
+        if not query.strip():
+            raise UsageError("empty search query", hint="pass one or more words to search for")
+        if self.fts:
+            sql = ("SELECT m.chat_id FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
+                   " WHERE messages_fts MATCH ? ORDER BY messages_fts.rank")
+        else:
+            sql = ("SELECT chat_id FROM messages WHERE json_extract(data, '$.content') LIKE ? ESCAPE '\\'"
+                   " GROUP BY chat_id ORDER BY count(*) DESC, chat_id")
+            query = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        chats: list[str] = []
+        with self._lock:
+            try:
+                for (chat_id,) in self.conn.execute(sql, (query,)):
+                    if chat_id not in chats:
+                        chats.append(chat_id)
+                        if len(chats) >= limit:
+                            break
+            except sqlite3.OperationalError as exc:
+                raise UsageError(f"search query rejected: {exc}",
+                                 hint='put the words in double quotes to search for them literally, e.g. \'"foo-bar"\'') from None
+        return chats
+
+
+def _verified(table: str, row: tuple[Any, ...], record_id: str | None = None) -> bytes:
+    """The row's data bytes, after checking them against the stored CRC-32."""
+    data, crc, key = row[0], row[1], row[2]
+    if data is None or row_checksum(data) != crc:
+        where = f"record {record_id!r} seq {key}" if record_id is not None else f"rowid {key}"
+        raise DataIntegrityError(f"{table} {where}: stored bytes do not match their checksum (silent corruption)",
+                                 table=table, record_id=record_id, seq=key if record_id is not None else None)
+    return data
+
+
+def _create_private_file(path: Path) -> None:
+    """Create an empty database file with mode 0600 (a user's private conversations)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as exc:
+        raise NotAStoreError(f"{path}: cannot create the database: {exc.strerror}", path=str(path),
+                             hint="check that the directory exists and is writable") from None
+    os.close(fd)

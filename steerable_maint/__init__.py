@@ -1,0 +1,1 @@
+"""steerable-maint: the command line of the maintenance and forensics toolkit."""
