@@ -1,0 +1,3 @@
+from steerable_maint.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""One module per steerable-maint subcommand, each exposing ``command``."""
