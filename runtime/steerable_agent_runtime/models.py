@@ -29,8 +29,12 @@ def normalize_timestamp(value: str | datetime) -> str:
         moment = datetime.fromisoformat(value)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    moment = moment.astimezone(timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        moment = moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(f"timestamp {value!s} is out of range in UTC") from None
+    # %Y does not zero-pad years before 1000; text order must stay time order.
+    return f"{moment.year:04d}-" + moment.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
 def utc_now() -> str:

@@ -1,0 +1,63 @@
+"""Small helpers shared by the tests: run a coroutine, build models, hash files."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+from typing import Any, Coroutine, TypeVar
+
+from steerable_agent_runtime import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan
+
+T = TypeVar("T")
+
+BASE = "2026-01-01T00:00:00.000000Z"
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run one coroutine to completion (the storages' async methods do inline I/O)."""
+    return asyncio.run(coro)
+
+
+def ts(minute: int) -> str:
+    """A normalised timestamp ``minute`` minutes after 2026-01-01 00:00 UTC."""
+    return f"2026-01-01T{minute // 60:02d}:{minute % 60:02d}:00.000000Z"
+
+
+def session(sid: str, chat: str = "c1", user: str = "u1", active: bool = True, minute: int = 0) -> AgentSession:
+    return AgentSession(session_id=sid, user_id=user, chat_id=chat, current_stage="PLANNING",
+                        is_active=active, created_at=ts(minute), updated_at=ts(minute))
+
+
+def message(mid: str, chat: str = "c1", content: str = "hello", minute: int = 0) -> ChatMessage:
+    return ChatMessage(id=mid, chat_id=chat, role="user", content=content, created_at=ts(minute))
+
+
+def trace(tid: str, sid: str = "s1", chat: str = "c1", minute: int = 0) -> HarnessTrace:
+    return HarnessTrace(trace_id=tid, session_id=sid, chat_id=chat, user_id="u1", started_at=ts(minute))
+
+
+def span(sid: str, minute: int = 0, parent: str | None = None) -> TraceSpan:
+    return TraceSpan(span_id=sid, name="llm.request", start_at=ts(minute), parent_id=parent, kind="llm")
+
+
+def event(eid: str, span_id: str, minute: int = 0) -> TraceEvent:
+    return TraceEvent(event_id=eid, span_id=span_id, name="llm.token", at=ts(minute))
+
+
+def item(text: str, role: str = "user") -> dict[str, Any]:
+    return {"type": "item", "message": {"role": role, "content": text}}
+
+
+def boundary(*texts: str) -> dict[str, Any]:
+    return {"type": "compaction_boundary", "trigger": "pressure", "preTokens": 1000, "postTokens": 100,
+            "replacement": [{"role": "system", "content": t} for t in texts]}
+
+
+def seed(*texts: str) -> dict[str, Any]:
+    return {"type": "seed", "messages": [{"role": "user", "content": t} for t in texts]}
+
+
+def digest_files(directory: Path) -> dict[str, str]:
+    """sha256 of every file in ``directory`` (name -> hex): to prove nothing changed."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}

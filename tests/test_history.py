@@ -1,0 +1,121 @@
+"""The history record: versions, the upgrade seam, fail-closed parsing, resume."""
+
+from __future__ import annotations
+
+import pytest
+
+from steerable_agent_runtime import (
+    RECORD_FORMAT_VERSION,
+    InMemoryStorage,
+    LLMMessage,
+    RecordFormatError,
+    parse_entry,
+    resume_transcript,
+    upgrade_entry_dict,
+)
+from tests.helpers import boundary, item, run, seed
+
+V1_ITEM = {"type": "item", "seq": 4, "at": "2026-01-01T00:00:00.000000Z", "message": {"role": "user", "content": "hi"}}
+
+
+def test_record_format_version_is_two():
+    assert RECORD_FORMAT_VERSION == 2
+
+
+def test_v1_to_v2_is_the_stamp_and_nothing_else():
+    upgraded = upgrade_entry_dict(V1_ITEM)
+    assert upgraded == {"v": 2, **V1_ITEM}
+    assert "v" not in V1_ITEM  # never mutates its input
+
+
+def test_v2_passes_through_unchanged():
+    entry = {"v": 2, **V1_ITEM}
+    assert upgrade_entry_dict(entry) == entry
+
+
+def test_newer_version_fails_closed_naming_record_seq_version_and_remedy():
+    with pytest.raises(RecordFormatError) as err:
+        upgrade_entry_dict({**V1_ITEM, "v": 3}, record_id="chat-9")
+    e = err.value
+    assert (e.record_id, e.seq, e.version) == ("chat-9", 4, 3)
+    assert "written by a newer build (v3; this build reads up to v2): upgrade the app; the record was not modified" in str(e)
+
+
+@pytest.mark.parametrize("entry,words", [
+    ({**V1_ITEM, "type": "tool_result_v3"}, "unknown entry type 'tool_result_v3'"),
+    ({**V1_ITEM, "v": "2"}, "not a record version"),
+    ({**V1_ITEM, "v": 0}, "not a record version"),
+    (["not", "an", "object"], "not a JSON object"),
+])
+def test_unreadable_entries_fail_closed(entry, words):
+    with pytest.raises(RecordFormatError, match=words):
+        upgrade_entry_dict(entry, record_id="c")
+
+
+def test_malformed_entry_names_the_field():
+    bad = {"v": 2, "type": "compaction_boundary", "seq": 1, "at": "2026-01-01T00:00:00Z", "trigger": "sometimes",
+           "preTokens": 1, "postTokens": 1, "replacement": []}
+    with pytest.raises(RecordFormatError, match="trigger"):
+        parse_entry(bad, record_id="c")
+
+
+def texts(messages: list[LLMMessage]) -> list[str]:
+    return [m.content for m in messages]
+
+
+def test_resume_without_checkpoint_is_all_items():
+    store = InMemoryStorage()
+    run(store.append_history("c", [item("a"), item("b", "assistant")]))
+    assert texts(run(resume_transcript(store, "c"))) == ["a", "b"]
+
+
+def test_resume_starts_at_newest_boundary_or_seed():
+    store = InMemoryStorage()
+    run(store.append_history("c", [seed("s1"), item("a"), boundary("sum1"), item("b"), boundary("sum2", "kept"),
+                                   item("c"), item("d")]))
+    assert texts(run(resume_transcript(store, "c"))) == ["sum2", "kept", "c", "d"]
+    run(store.append_history("c", [seed("fresh")]))
+    assert texts(run(resume_transcript(store, "c"))) == ["fresh"]
+
+
+def test_resume_of_unknown_record_is_empty():
+    assert run(resume_transcript(InMemoryStorage(), "nope")) == []
+
+
+def test_resume_pages_through_a_long_tail():
+    store = InMemoryStorage()
+    run(store.append_history("c", [boundary("start")] + [item(str(i)) for i in range(1000)]))
+    got = texts(run(resume_transcript(store, "c", page_size=7)))
+    assert got == ["start"] + [str(i) for i in range(1000)]
+
+
+class CountingStorage:
+    """Wraps a storage and records every history entry the caller read."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.seqs_read: list[int] = []
+
+    async def list_history(self, record_id, **kw):
+        page = await self.inner.list_history(record_id, **kw)
+        self.seqs_read.extend(e["seq"] for e in page)
+        return page
+
+    async def history_checkpoint(self, record_id):
+        return await self.inner.history_checkpoint(record_id)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_resume_reads_none_of_a_10000_entry_prefix(backend, tmp_path):
+    from steerable_agent_runtime import SqliteStorage
+
+    inner = InMemoryStorage() if backend == "memory" else SqliteStorage(tmp_path / "s.db", synchronous="NORMAL")
+    prefix = [item(f"old {i}") for i in range(10_000)]
+    run(inner.append_history("c", prefix))
+    run(inner.append_history("c", [boundary("summary")] + [item(f"new {i}") for i in range(300)]))
+    counting = CountingStorage(inner)
+    got = run(resume_transcript(counting, "c", page_size=64))
+    assert texts(got) == ["summary"] + [f"new {i}" for i in range(300)]
+    assert min(counting.seqs_read) == 10_001  # the boundary; not one entry of the prefix
+    assert len(counting.seqs_read) == 301
+    run(inner.close())

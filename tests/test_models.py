@@ -1,0 +1,109 @@
+"""Wire models: camelCase out, snake_case in, JSON round trip is the identity."""
+
+from __future__ import annotations
+
+from datetime import timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from steerable_agent_runtime import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan
+from steerable_agent_runtime.history import CompactionBoundary, HistoryItem, HistorySeed
+from steerable_agent_runtime.models import normalize_timestamp
+
+timestamps = st.datetimes(timezones=st.sampled_from([timezone.utc, None])).map(lambda d: d.isoformat())
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**53, 2**53), st.text(max_size=20),
+                         st.floats(allow_nan=False, allow_infinity=False))
+json_values = st.recursive(json_scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                                 st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+                           max_leaves=8)
+json_dicts = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
+opt = lambda s: st.one_of(st.none(), s)  # noqa: E731
+text = st.text(max_size=30)
+
+
+def builds(model, **fields):
+    """Like st.builds, but by field name only (st.builds also fills the camelCase aliases)."""
+    return st.fixed_dictionaries(fields).map(lambda kw: model(**kw))
+
+
+llm_messages = builds(LLMMessage, role=st.sampled_from(["user", "assistant", "tool", "system"]),
+                         content=opt(st.one_of(text, st.lists(json_dicts, max_size=2))),
+                         tool_calls=opt(st.lists(json_dicts, max_size=2)), tool_call_id=opt(text), name=opt(text))
+
+MODELS = {
+    "AgentSession": builds(AgentSession, session_id=text, user_id=text, chat_id=text, current_stage=text,
+                              is_active=st.booleans(), created_at=timestamps, updated_at=timestamps,
+                              next_stage=opt(text), scenario=opt(text), stage_data=opt(json_dicts),
+                              project_id=opt(text), id=opt(text)),
+    "HarnessTrace": builds(HarnessTrace, trace_id=text, session_id=text, chat_id=text, user_id=text,
+                              started_at=timestamps, ended_at=opt(timestamps),
+                              outcome=opt(st.sampled_from(["ok", "error", "budget_exhausted", "cancelled"]))),
+    "TraceSpan": builds(TraceSpan, span_id=text, name=text, start_at=timestamps, end_at=opt(timestamps),
+                           parent_id=opt(text), attrs=opt(json_dicts), kind=opt(st.sampled_from(["llm", "tool", "approval"]))),
+    "TraceEvent": builds(TraceEvent, event_id=text, span_id=text, name=text, at=timestamps, attrs=opt(json_dicts)),
+    "ChatMessage": builds(ChatMessage, id=text, chat_id=text, role=st.sampled_from(["user", "assistant", "tool", "system"]),
+                             content=text, created_at=timestamps, tool_calls=opt(st.lists(json_dicts, max_size=2)),
+                             tool_result=opt(json_dicts)),
+    "LLMMessage": llm_messages,
+    "HistoryItem": builds(HistoryItem, v=st.just(2), type=st.just("item"), seq=st.integers(1, 10**9),
+                             at=timestamps, message=llm_messages),
+    "CompactionBoundary": builds(CompactionBoundary, v=st.just(2), type=st.just("compaction_boundary"),
+                                    seq=st.integers(1, 10**9), at=timestamps,
+                                    trigger=st.sampled_from(["pressure", "overflow", "micro", "manual"]),
+                                    pre_tokens=st.integers(0, 10**7), post_tokens=st.integers(0, 10**7),
+                                    replacement=st.lists(llm_messages, max_size=3)),
+    "HistorySeed": builds(HistorySeed, v=st.just(2), type=st.just("seed"), seq=st.integers(1, 10**9), at=timestamps,
+                             messages=st.lists(llm_messages, max_size=3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_json_round_trip_is_identity(name):
+    @given(MODELS[name])
+    def check(model):
+        wire = model.to_json()
+        again = type(model).model_validate_json(wire)
+        assert again == model
+        assert again.to_json() == wire
+
+    check()
+
+
+def test_wire_is_camel_case_and_input_accepts_snake_case():
+    snake = AgentSession(session_id="s", user_id="u", chat_id="c", current_stage="P", is_active=True,
+                         created_at="2026-01-01T00:00:00Z", updated_at="2026-01-01T00:00:00Z", next_stage="Q")
+    wire = snake.to_wire()
+    assert set(wire) == {"sessionId", "userId", "chatId", "currentStage", "isActive", "createdAt", "updatedAt", "nextStage"}
+    assert AgentSession.model_validate(wire) == snake
+
+
+def test_timestamps_are_normalised_to_utc_z():
+    assert normalize_timestamp("2026-03-04T05:06:07+02:00") == "2026-03-04T03:06:07.000000Z"
+    assert normalize_timestamp("2026-03-04T05:06:07.5") == "2026-03-04T05:06:07.500000Z"
+    earlier, later = normalize_timestamp("2026-03-04T10:00:00+05:00"), normalize_timestamp("2026-03-04T06:00:00Z")
+    assert earlier < later
+
+
+@pytest.mark.parametrize("bad,field", [
+    ({"userId": "u", "chatId": "c", "currentStage": "P", "isActive": True, "createdAt": "2026-01-01T00:00:00Z",
+      "updatedAt": "2026-01-01T00:00:00Z"}, "sessionId"),
+    ({"sessionId": "s", "userId": "u", "chatId": "c", "currentStage": "P", "isActive": True,
+      "createdAt": "yesterday", "updatedAt": "2026-01-01T00:00:00Z"}, "createdAt"),
+    ({"sessionId": "s", "userId": "u", "chatId": "c", "currentStage": "P", "isActive": True,
+      "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z", "colour": "red"}, "colour"),
+])
+def test_invalid_models_name_the_field(bad, field):
+    with pytest.raises(ValidationError) as err:
+        AgentSession.model_validate(bad)
+    assert field in str(err.value)
+
+
+def test_trace_outcome_and_span_kind_are_closed_sets():
+    with pytest.raises(ValidationError, match="outcome"):
+        HarnessTrace(trace_id="t", session_id="s", chat_id="c", user_id="u", started_at="2026-01-01T00:00:00Z",
+                     outcome="crashed")
+    with pytest.raises(ValidationError, match="kind"):
+        TraceSpan(span_id="x", name="n", start_at="2026-01-01T00:00:00Z", kind="db")
