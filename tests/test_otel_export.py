@@ -1,0 +1,288 @@
+"""The stdlib OTLP/HTTP exporter against a real HTTP server on 127.0.0.1 (port 0)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from steerable_agent_runtime.errors import ExportError, UsageError
+from steerable_agent_runtime.models import HarnessTrace, TraceSpan
+from steerable_agent_runtime.otel import TraceBundle, export_request
+from steerable_agent_runtime.otel_export import (
+    OtlpHttpExporter,
+    configured_gzip,
+    parse_headers,
+    parse_retry_after,
+    traces_url,
+)
+
+OK = (200, {}, b"{}")
+DROP = "drop"
+
+
+class Collector:
+    """A scripted OTLP/HTTP collector: answers requests with ``script`` in order (the last
+    answer repeats) and records every request it received."""
+
+    def __init__(self) -> None:
+        self.script: list = [OK]
+        self.requests: list[dict] = []
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                collector.requests.append({"path": self.path, "headers": dict(self.headers.items()),
+                                           "raw_headers": self.headers, "body": body})
+                answer = collector.script.pop(0) if len(collector.script) > 1 else collector.script[0]
+                if answer == DROP:
+                    self.close_connection = True
+                    return  # close without a response: the client sees the connection drop
+                status, headers, payload = answer
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01},
+                                       daemon=True)
+
+    def answer(self, *answers) -> Collector:
+        self.script = list(answers)
+        return self
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    c = Collector()
+    c.thread.start()
+    try:
+        yield c
+    finally:
+        c.server.shutdown()
+        c.server.server_close()
+
+
+def _request() -> dict:
+    trace = HarnessTrace(trace_id="ab" * 16, session_id="s", chat_id="c", user_id="u",
+                         started_at="2026-01-01T00:00:00Z", ended_at="2026-01-01T00:00:02Z", outcome="ok")
+    span = TraceSpan(span_id="cd" * 8, name="llm.request", start_at="2026-01-01T00:00:00Z",
+                     end_at="2026-01-01T00:00:01Z", kind="llm")
+    return export_request([TraceBundle(trace=trace, spans=[span])])
+
+
+class Sleeps:
+    """Records the waits the exporter asks for and really sleeps a capped, tiny time."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        time.sleep(min(seconds, 0.05))
+
+
+def _exporter(collector: Collector, **kwargs) -> OtlpHttpExporter:
+    kwargs.setdefault("env", {})
+    kwargs.setdefault("deadline", 2.0)
+    kwargs.setdefault("initial_backoff", 0.01)
+    kwargs.setdefault("max_backoff", 0.05)
+    kwargs.setdefault("timeout", 2.0)
+    return OtlpHttpExporter(collector.base, **kwargs)
+
+
+# answers --------------------------------------------------------------------------------
+def test_200_is_one_post_of_the_json_to_v1_traces(collector):
+    request = _request()
+    result = _exporter(collector.answer(OK)).export(request)
+    assert (result.outcome, result.http_status, result.attempts, result.spans) == ("success", 200, 1, 2)
+    (sent,) = collector.requests
+    assert sent["path"] == "/v1/traces"
+    assert sent["raw_headers"].get_all("Content-Type") == ["application/json"]
+    assert "Content-Encoding" not in sent["headers"]
+    assert json.loads(sent["body"]) == request
+
+
+def test_gzip_compresses_the_body_and_says_so(collector):
+    request = _request()
+    _exporter(collector, gzip=True).export(request)
+    (sent,) = collector.requests
+    assert sent["headers"]["Content-Encoding"] == "gzip"
+    assert sent["raw_headers"].get_all("Content-Type") == ["application/json"]
+    assert json.loads(gzip.decompress(sent["body"])) == request
+
+
+def test_partial_success_is_reported_and_never_retried(collector):
+    body = json.dumps({"partialSuccess": {"rejectedSpans": "1", "errorMessage": "span too old"}}).encode()
+    result = _exporter(collector.answer((200, {}, body), OK)).export(_request())
+    assert result.outcome == "partial_success"
+    assert (result.rejected_spans, result.message, result.attempts) == (1, "span too old", 1)
+    assert len(collector.requests) == 1
+
+
+def test_a_partial_success_with_only_a_warning_is_a_success_with_the_message(collector):
+    body = json.dumps({"partialSuccess": {"errorMessage": "deprecated field"}}).encode()
+    result = _exporter(collector.answer((200, {}, body))).export(_request())
+    assert (result.outcome, result.rejected_spans, result.message) == ("success", 0, "deprecated field")
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 413, 500])
+def test_other_errors_are_never_retried(collector, status):
+    body = json.dumps({"code": 3, "message": "bad span name"}).encode()
+    with pytest.raises(ExportError) as caught:
+        _exporter(collector.answer((status, {}, body), OK)).export(_request())
+    assert len(collector.requests) == 1
+    assert caught.value.extra["http_status"] == status and caught.value.extra["attempts"] == 1
+    assert f"HTTP {status}: bad span name" in str(caught.value)
+
+
+def test_429_honours_retry_after_seconds(collector):
+    sleeps = Sleeps()
+    result = _exporter(collector.answer((429, {"Retry-After": "1"}, b""), OK), sleep=sleeps).export(_request())
+    assert (result.outcome, result.attempts) == ("success", 2)
+    assert sleeps.waits == [1.0]
+    assert len(collector.requests) == 2
+
+
+def test_503_retry_after_as_an_http_date(collector):
+    sleeps = Sleeps()
+    when = formatdate(time.time() + 120, usegmt=True)
+    result = _exporter(collector.answer((503, {"Retry-After": when}, b""), OK), sleep=sleeps,
+                       deadline=600).export(_request())
+    assert result.attempts == 2
+    (wait,) = sleeps.waits
+    assert 115 <= wait <= 121
+
+
+def test_503_without_retry_after_backs_off_exponentially_with_jitter(collector):
+    sleeps = Sleeps()
+    result = _exporter(collector.answer((503, {}, b""), (502, {}, b""), (504, {}, b""), OK), sleep=sleeps,
+                       initial_backoff=0.01, max_backoff=1.0).export(_request())
+    assert result.attempts == 4 and len(collector.requests) == 4
+    for n, wait in enumerate(sleeps.waits, start=1):
+        ceiling = 0.01 * 2 ** (n - 1)
+        assert ceiling / 2 <= wait <= ceiling
+
+
+def test_backoff_is_capped_at_max_backoff(collector):
+    exporter = _exporter(collector, initial_backoff=1.0, max_backoff=3.0, rng=lambda: 1.0)
+    assert [exporter._backoff(n) for n in (1, 2, 3, 4, 10)] == [1.0, 2.0, 3.0, 3.0, 3.0]
+
+
+def test_a_dropped_connection_is_retried(collector):
+    result = _exporter(collector.answer(DROP, OK)).export(_request())
+    assert (result.outcome, result.attempts) == ("success", 2)
+    assert len(collector.requests) == 2
+
+
+def test_retries_stop_at_the_deadline(collector):
+    collector.answer((503, {}, b"overloaded"))
+    started = time.monotonic()
+    with pytest.raises(ExportError) as caught:
+        _exporter(collector, deadline=0.15, initial_backoff=0.02, max_backoff=0.04).export(_request())
+    assert time.monotonic() - started < 1.0
+    assert caught.value.extra["attempts"] == len(collector.requests) >= 2
+    assert "gave up" in str(caught.value) and "HTTP 503: overloaded" in str(caught.value)
+
+
+def test_a_retry_after_beyond_the_deadline_gives_up_without_waiting(collector):
+    sleeps = Sleeps()
+    with pytest.raises(ExportError):
+        _exporter(collector.answer((429, {"Retry-After": "30"}, b""), OK), sleep=sleeps,
+                  deadline=1.0).export(_request())
+    assert sleeps.waits == [] and len(collector.requests) == 1
+
+
+def test_connection_refused_is_retried_until_the_deadline():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    exporter = OtlpHttpExporter(f"http://127.0.0.1:{port}", env={}, deadline=0.1,
+                                initial_backoff=0.01, max_backoff=0.02)
+    with pytest.raises(ExportError) as caught:
+        exporter.export(_request())
+    assert caught.value.extra["attempts"] >= 2
+    assert "connection failed" in str(caught.value)
+
+
+# configuration --------------------------------------------------------------------------
+def test_env_base_endpoint_gets_v1_traces_appended(collector):
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.base + "/otlp/"}
+    OtlpHttpExporter(env=env).export(_request())
+    assert collector.requests[0]["path"] == "/otlp/v1/traces"
+
+
+def test_env_traces_endpoint_is_used_as_is_and_wins(collector):
+    env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": collector.base + "/ingest",
+           "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    OtlpHttpExporter(env=env).export(_request())
+    assert collector.requests[0]["path"] == "/ingest"
+
+
+def test_env_headers_are_sent_but_cannot_replace_the_content_type(collector):
+    env = {"OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=acme,authorization=Bearer%20abc,content-type=text/plain",
+           "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-tenant=traces-team"}
+    _exporter(collector, env=env, headers={"X-Extra": "1"}).export(_request())
+    sent = collector.requests[0]
+    assert sent["headers"]["x-tenant"] == "traces-team"
+    assert sent["headers"]["authorization"] == "Bearer abc"
+    assert sent["headers"]["X-Extra"] == "1"
+    assert sent["raw_headers"].get_all("Content-Type") == ["application/json"]
+
+
+def test_endpoint_resolution_order():
+    env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:1/x", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://b:2"}
+    assert traces_url("http://e:3", env) == "http://e:3/v1/traces"
+    assert traces_url("http://e:3/v1/traces", env) == "http://e:3/v1/traces"
+    assert traces_url(None, env) == "http://t:1/x"
+    assert traces_url(None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://b:2"}) == "http://b:2/v1/traces"
+    assert traces_url(None, {}) == "http://localhost:4318/v1/traces"
+
+
+@pytest.mark.parametrize("url", ["localhost:4318", "ftp://h/x", "http://"])
+def test_a_bad_endpoint_is_a_usage_error(url):
+    with pytest.raises(UsageError):
+        traces_url(url, {})
+
+
+def test_header_parsing():
+    assert parse_headers(" a = 1 , b=x%2Cy,, ") == {"a": "1", "b": "x,y"}
+    with pytest.raises(UsageError, match="OTEL_EXPORTER_OTLP_HEADERS"):
+        parse_headers("novalue")
+    with pytest.raises(UsageError):
+        OtlpHttpExporter("http://h", env={"OTEL_EXPORTER_OTLP_HEADERS": "=x"})
+
+
+def test_compression_from_env():
+    assert configured_gzip(None, {"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}) is True
+    assert configured_gzip(None, {"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "none",
+                                  "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}) is False
+    assert configured_gzip(False, {"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}) is False
+    with pytest.raises(UsageError):
+        configured_gzip(None, {"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"})
+
+
+def test_retry_after_parsing():
+    now = time.time()
+    assert parse_retry_after("7", now) == 7.0
+    assert parse_retry_after(formatdate(now - 60, usegmt=True), now) == 0.0
+    assert 29 <= parse_retry_after(formatdate(now + 30, usegmt=True), now) <= 31
+    assert parse_retry_after("soon", now) is None
+    assert parse_retry_after(None, now) is None
