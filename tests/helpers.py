@@ -61,3 +61,23 @@ def seed(*texts: str) -> dict[str, Any]:
 def digest_files(directory: Path) -> dict[str, str]:
     """sha256 of every file in ``directory`` (name -> hex): to prove nothing changed."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+from contextlib import contextmanager  # noqa: E402
+import os  # noqa: E402
+
+
+@contextmanager
+def unprivileged():
+    """Run the block without root's power to read anything: as root, switch the effective
+    uid to nobody (65534) and back; as a normal user, do nothing (permissions already bite)."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)

@@ -52,6 +52,9 @@ def probe(path: str | os.PathLike[str], *, allow_missing: bool = False) -> FileP
                                      hint="create the directory first, or check the path") from None
             return FileProbe(path=p, exists=False)
         raise NotAStoreError(f"{p}: no such file", path=str(p), hint="check the path (is the app's data directory mounted?)") from None
+    except OSError as exc:
+        raise NotAStoreError(f"{p}: cannot access: {exc.strerror}", path=str(p),
+                             hint="run as the user that owns the file, or copy it somewhere readable") from None
     if stat.S_ISDIR(st.st_mode):
         raise NotAStoreError(f"{p}: is a directory, not a database file", path=str(p),
                              hint="pass the database file inside it (for example sessions.db)")
