@@ -1,0 +1,152 @@
+"""Open steerable store files for a write job (compact, archive, restore).
+
+The order is fixed and is the safety argument: read the header (:func:`probe`), refuse a
+foreign or newer file, take the write lease, and only then let SQLite open the file. So a
+refused job has changed nothing: not the db, not the ``-wal``, and it has created no
+``-wal``/``-shm``. (Taking the lease creates the ``<stem>.lock`` file, 0600, as any opener does.)
+
+A dry run holds the lease too (it answers "would the real run work?") but connects
+read-only, and with ``immutable=1`` when there is no ``-wal`` content, so it cannot
+checkpoint or otherwise change the db or ``-wal`` bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+from ..errors import DatabaseDamagedError, NotAStoreError, UsageError
+from ..storage.fileprobe import FileProbe, probe, refuse_foreign, refuse_newer_schema
+from ..storage.lease import WriteLease, lock_path_for
+from ..storage.schema import APPLICATION_ID, create_schema
+
+
+def wal_path(path: str | os.PathLike[str]) -> Path:
+    """The ``-wal`` file SQLite keeps beside ``path``."""
+    return Path(f"{os.fspath(path)}-wal")
+
+
+def store_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes on disk of the db plus its ``-wal`` (0 for a file that does not exist)."""
+    total = 0
+    for p in (Path(path), wal_path(path)):
+        try:
+            total += p.stat().st_size
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def claim(path: str | os.PathLike[str], *, allow_missing: bool = False) -> tuple[FileProbe, WriteLease]:
+    """Probe ``path``, refuse a foreign or newer file, then take its write lease.
+
+    Raises NotAStoreError, SchemaTooNewError (both before the lease), or
+    StoreAlreadyOwnedError naming the holder's pid.
+    """
+    found = probe(path, allow_missing=allow_missing)
+    refuse_foreign(found, path)
+    refuse_newer_schema(found, path)
+    return found, WriteLease(path).acquire()
+
+
+def refuse_same_store(first: str | os.PathLike[str], second: str | os.PathLike[str]) -> None:
+    """Raise UsageError when two paths name one store (or share one lease file)."""
+    a, b = Path(first).resolve(), Path(second).resolve()
+    if a == b or lock_path_for(a) == lock_path_for(b):
+        raise UsageError(f"{second}: is the same store as {first} (or shares its lease file {lock_path_for(b).name})",
+                         hint="pass a different file, with a different name stem, as the destination")
+
+
+def _uri(path: str | os.PathLike[str], *, readonly: bool) -> str:
+    uri = "file:" + quote(str(Path(path).resolve()))
+    if not readonly:
+        return uri
+    has_wal = wal_path(path).exists() and wal_path(path).stat().st_size > 0
+    # immutable=1 ignores a -wal, so it is only exact when there is none; we hold the
+    # lease, so no writer can create one while we read.
+    return uri + ("?mode=ro" if has_wal else "?mode=ro&immutable=1")
+
+
+def check_markers(conn: sqlite3.Connection, schema: str, path: str | os.PathLike[str]) -> None:
+    """Refuse a schema newer than this build, or a file without our application id.
+
+    Reads the markers through SQLite, which sees a newer header still in the ``-wal``.
+    """
+    try:
+        version = conn.execute(f"PRAGMA {schema}.user_version").fetchone()[0]
+        app_id = conn.execute(f"PRAGMA {schema}.application_id").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseDamagedError(f"{path}: SQLite cannot read it: {exc}", path=str(path)) from None
+    refuse_newer_schema(version, path)
+    if app_id != APPLICATION_ID:
+        raise NotAStoreError(f"{path}: a SQLite database that is not a steerable store", path=str(path),
+                             hint="pass a steerable store (the app's sessions database or an archive made by this tool)")
+
+
+def connect(path: str | os.PathLike[str], *, readonly: bool) -> sqlite3.Connection:
+    """An autocommit connection to an already-claimed store; FULL sync, WAL for writers."""
+    conn = sqlite3.connect(_uri(path, readonly=readonly), uri=True, isolation_level=None)
+    try:
+        check_markers(conn, "main", path)
+        if not readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA temp_store = MEMORY")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+@contextmanager
+def open_store(path: str | os.PathLike[str], *, readonly: bool = False) -> Iterator[sqlite3.Connection]:
+    """Claim ``path`` (probe, refuse, lease) and yield a connection; release both on exit."""
+    _, lease = claim(path)
+    try:
+        conn = connect(path, readonly=readonly)
+        try:
+            yield conn
+        finally:
+            conn.close()
+    finally:
+        lease.release()
+
+
+def create_store(path: str | os.PathLike[str]) -> None:
+    """Create a new, empty, valid store at ``path`` (mode 0600, WAL, schema stamped).
+
+    The caller holds the lease of ``path``. Raises NotAStoreError when the file cannot be
+    created; a half-made file (0 bytes) is removed again.
+    """
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as exc:
+        raise NotAStoreError(f"{p}: cannot create it: {exc.strerror}", path=str(p),
+                             hint="check that the directory exists and is writable") from None
+    os.close(fd)
+    try:
+        conn = sqlite3.connect(p, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            create_schema(conn)
+        finally:
+            conn.close()
+    except BaseException:
+        if p.exists() and p.stat().st_size == 0:
+            p.unlink()
+        raise
+
+
+def attach(conn: sqlite3.Connection, path: str | os.PathLike[str], alias: str, *, readonly: bool) -> None:
+    """ATTACH an already-claimed store as ``alias`` and check its markers (FULL sync)."""
+    conn.execute("ATTACH DATABASE ? AS " + alias, (_uri(path, readonly=readonly),))
+    check_markers(conn, alias, path)
+    if not readonly:
+        conn.execute(f"PRAGMA {alias}.journal_mode = WAL")
+        conn.execute(f"PRAGMA {alias}.synchronous = FULL")
