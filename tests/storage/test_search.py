@@ -1,0 +1,72 @@
+"""search_sessions: FTS5 ranking, the LIKE fallback, and rejected queries."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from steerable_agent_runtime import SqliteStorage, UsageError
+from tests.helpers import message, run, session
+
+
+def populate(store: SqliteStorage) -> None:
+    run(store.upsert_session(session("s-rare", chat="c-rare", minute=1)))
+    run(store.upsert_session(session("s-many", chat="c-many", minute=2)))
+    run(store.upsert_session(session("s-many-2", chat="c-many", minute=3)))
+    run(store.upsert_session(session("s-none", chat="c-none", minute=4)))
+    run(store.append_message(message("m1", chat="c-rare", content="a long talk about weather and then one mention of kiwi")))
+    run(store.append_message(message("m2", chat="c-many", content="kiwi kiwi kiwi")))
+    run(store.append_message(message("m3", chat="c-many", content="kiwi again")))
+    run(store.append_message(message("m4", chat="c-none", content="nothing relevant here 100%_sure")))
+
+
+def test_fts_search_ranks_best_chat_first(tmp_path):
+    store = SqliteStorage(tmp_path / "s.db")
+    assert store.fts
+    populate(store)
+    found = run(store.search_sessions("kiwi"))
+    assert [s.session_id for s in found] == ["s-many", "s-many-2", "s-rare"]
+    assert [s.session_id for s in run(store.search_sessions("kiwi", limit=1))] == ["s-many", "s-many-2"]
+    assert run(store.search_sessions("durian")) == []
+    run(store.close())
+
+
+def test_search_follows_message_updates_and_deletes(tmp_path):
+    store = SqliteStorage(tmp_path / "s.db")
+    populate(store)
+    run(store.append_message(message("m1", chat="c-rare", content="now about mango")))
+    assert [s.session_id for s in run(store.search_sessions("mango"))] == ["s-rare"]
+    assert "s-rare" not in [s.session_id for s in run(store.search_sessions("weather"))]
+    run(store.close())
+
+
+@pytest.mark.parametrize("query", ['"unbalanced', "kiwi AND", "col:kiwi"])
+def test_query_fts_rejects_is_a_usage_error_with_a_hint(tmp_path, query):
+    store = SqliteStorage(tmp_path / "s.db")
+    populate(store)
+    with pytest.raises(UsageError) as err:
+        run(store.search_sessions(query))
+    assert "double quotes" in err.value.hint and err.value.exit_code == 2
+    run(store.close())
+
+
+def test_like_fallback_without_fts5(tmp_path):
+    db = tmp_path / "s.db"
+    store = SqliteStorage(db)
+    populate(store)
+    run(store.close())
+    conn = sqlite3.connect(db)  # what a store made by a SQLite without FTS5 looks like
+    for name in ("messages_fts_ai", "messages_fts_ad", "messages_fts_au"):
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute("DROP TABLE messages_fts")
+    conn.commit()
+    conn.close()
+    store = SqliteStorage(db)
+    assert not store.fts
+    assert [s.session_id for s in run(store.search_sessions("kiwi"))] == ["s-many", "s-many-2", "s-rare"]
+    assert [s.session_id for s in run(store.search_sessions("100%_"))] == ["s-none"]
+    assert run(store.search_sessions("0%x")) == []  # % and _ are literal, not wildcards
+    with pytest.raises(UsageError):
+        run(store.search_sessions("   "))
+    run(store.close())
