@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 
 import pytest
 from google.protobuf import json_format
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from steerable_agent_runtime.models import AgentSession, HarnessTrace, TraceEvent, TraceSpan
@@ -223,6 +225,28 @@ def test_every_any_value_kind_survives_a_strict_parse():
     assert math.isnan(got["nan"].double_value) and got["inf"].double_value == math.inf
     assert got["m"].kvlist_value.values[0].value.kvlist_value.values[0].key == "deeper"
     assert "none" not in got
+
+
+JSON_LIKE = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12)
+
+
+@given(st.dictionaries(st.text(max_size=10), JSON_LIKE, max_size=6))
+def test_any_attrs_map_to_a_request_that_parses_strictly(attrs):
+    trace = HarnessTrace(trace_id="ab" * 16, session_id="s", chat_id="c", user_id="u",
+                         started_at="2026-01-01T00:00:00Z")
+    span = TraceSpan(span_id="cd" * 8, name="t", start_at="2026-01-01T00:00:00Z", attrs=attrs, kind="llm")
+    event = TraceEvent(event_id="e", span_id="cd" * 8, name="ev", at="2026-01-01T00:00:01Z", attrs=attrs)
+    message = parse_strict(export_request([TraceBundle(trace=trace, spans=[span], events=[event])]))
+    llm = message.resource_spans[0].scope_spans[0].spans[1]
+    expected = {k for k, v in attrs.items() if v is not None} | {"steerable.span.kind", "steerable.span.open"}
+    assert {kv.key for kv in llm.attributes} == expected
+
+
+def test_times_before_the_epoch_clamp_to_zero():
+    assert unix_nanos("1969-12-31T23:59:59Z") == "0"
 
 
 def test_invalid_stored_ids_get_stable_valid_ids_and_keep_the_original():

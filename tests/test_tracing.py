@@ -101,6 +101,22 @@ def test_a_rate_outside_zero_to_one_is_a_usage_error(rate):
         TraceRecorder(InMemoryStorage(), sample_rate=rate)
 
 
+@pytest.mark.parametrize("trace_id", ["0x" + "1" * 30, "1_2", " " + "1" * 31, "g" * 32])
+def test_sampling_refuses_what_is_not_a_hex_trace_id(trace_id):
+    with pytest.raises(UsageError):
+        is_sampled(trace_id, 0.5)
+
+
+@pytest.mark.parametrize("trace_id", ["0" * 32, "A" * 32, "a" * 31, "trace-1"])
+def test_a_given_trace_id_must_be_a_valid_otlp_id(trace_id):
+    async def scenario():
+        async with TraceRecorder(InMemoryStorage()).run(SESSION, trace_id=trace_id):
+            pass
+
+    with pytest.raises(UsageError):
+        asyncio.run(scenario())
+
+
 def test_recorder_sampling_decision_is_the_rule_applied_to_the_trace_id():
     async def scenario():
         store = InMemoryStorage()

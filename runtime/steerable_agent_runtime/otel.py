@@ -63,13 +63,14 @@ class TraceBundle(BaseModel):
 
 
 def unix_nanos(timestamp: str) -> str:
-    """An ISO 8601 timestamp as decimal-string nanoseconds since the epoch (exact, no float)."""
+    """An ISO 8601 timestamp as decimal-string nanoseconds since the epoch (exact, no float;
+    times before 1970 clamp to 0, since the OTLP field is unsigned)."""
     moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     delta = moment - _EPOCH
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return str(micros * 1000)
+    return str(max(0, micros) * 1000)
 
 
 def any_value(value: Any) -> dict[str, Any]:

@@ -58,6 +58,8 @@ _COUNT_WORDS = frozenset({
     "estimate", "estimated", "type", "kind",
 })
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _CREDENTIAL_VALUE = re.compile(r"^\s*(bearer|basic)\s+\S+", re.IGNORECASE)
 
 
@@ -98,12 +100,9 @@ def is_sampled(trace_id: str, sample_rate: float) -> bool:
     above p. Raises UsageError for a rate outside [0, 1] or a trace id that is not hex.
     """
     threshold = rejection_threshold(sample_rate)
-    try:
-        randomness = int(trace_id, 16) & _RANDOMNESS_MASK
-    except ValueError:
-        raise UsageError(f"trace id {trace_id!r} is not hexadecimal",
-                         hint="trace ids are 32 lowercase hex digits") from None
-    return randomness >= threshold
+    if not _HEX.fullmatch(trace_id):
+        raise UsageError(f"trace id {trace_id!r} is not hexadecimal", hint="trace ids are 32 lowercase hex digits")
+    return (int(trace_id, 16) & _RANDOMNESS_MASK) >= threshold
 
 
 def is_secret_key(key: str) -> bool:
@@ -265,8 +264,12 @@ class TraceRecorder:
         """Record one run of ``session`` around the block.
 
         The trace ends (``ended_at``, ``outcome``) when the block returns or raises; the
-        exception is re-raised unchanged. ``trace_id`` defaults to a fresh random id.
+        exception is re-raised unchanged. ``trace_id`` defaults to a fresh random id; a
+        given one must be 32 lowercase hex digits, not all zero (else UsageError).
         """
+        if trace_id is not None and not (_TRACE_ID.fullmatch(trace_id) and int(trace_id, 16)):
+            raise UsageError(f"trace id {trace_id!r} is not 32 lowercase hex digits (not all zero)",
+                             hint="omit trace_id to get a fresh random one")
         trace = HarnessTrace(trace_id=trace_id or new_trace_id(), session_id=session.session_id,
                              chat_id=session.chat_id, user_id=session.user_id, started_at=self.now())
         handle = RunHandle(self, trace, is_sampled(trace.trace_id, self.sample_rate))

@@ -266,6 +266,13 @@ def test_the_store_itself_is_never_an_output(store):
     assert _fingerprints(db.parent) == before
 
 
+def test_an_out_directory_that_does_not_exist_exits_3(store, tmp_path):
+    db, _ = store
+    result = invoke("traces", db, "--out", tmp_path / "missing" / "t.json")
+    assert result.exit_code == 3
+    assert result.stderr.startswith("Error: cannot write") and "Hint: " in result.stderr
+
+
 def test_not_a_store_exits_3(tmp_path):
     bogus = tmp_path / "notes.db"
     bogus.write_text("not sqlite at all, just some text long enough to look like a file" * 10)

@@ -33,7 +33,14 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from ..errors import DatabaseDamagedError, DataIntegrityError, ExportError, OutputExistsError, UsageError
+from ..errors import (
+    DatabaseDamagedError,
+    DataIntegrityError,
+    ExportError,
+    OutputExistsError,
+    SteerableError,
+    UsageError,
+)
 from ..models import HarnessTrace, TraceEvent, TraceSpan, WireModel, normalize_timestamp
 from ..otel import DEFAULT_SERVICE_NAME, TraceBundle, encode_request, export_request
 from ..otel_export import ExportResult, OtlpHttpExporter
@@ -152,7 +159,11 @@ def write_private_file(target: Path, data: bytes, *, force: bool = False) -> Non
     if target.exists() and not force:
         raise OutputExistsError(f"{target} already exists", path=str(target))
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as exc:
+        raise SteerableError(f"cannot write {target}: {exc.strerror}", path=str(target),
+                             hint="check that the output directory exists and is writable") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), 0o600)
