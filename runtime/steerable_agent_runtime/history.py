@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Union
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from .errors import HistorySeqConflictError, RecordFormatError
-from .models import LLMMessage, Timestamp, WireModel, normalize_timestamp, utc_now
+from .models import LLMMessage, Timestamp, WireModel, utc_now
 
 if TYPE_CHECKING:
     from .storage import StorageAdapter
@@ -168,14 +168,19 @@ def read_entry_text(text: str | bytes, *, record_id: str | None = None, seq: int
     return upgraded
 
 
-class PreparedEntry(BaseModel):
-    """An entry ready to store: its seq, version, type, timestamp and canonical JSON."""
+class PreparedEntry(NamedTuple):
+    """An entry ready to store: its seq, version, type, timestamp, canonical JSON, model."""
 
     seq: int
     v: int
     type: str
     at: str
     data: str
+    model: HistoryItem | CompactionBoundary | HistorySeed
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as stored, as a camelCase dict (what list_history would return)."""
+        return self.model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_seq: int) -> list[PreparedEntry]:
@@ -187,6 +192,7 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
     """
     prepared: list[PreparedEntry] = []
     seq = next_seq
+    now = utc_now()  # one call is one atomic append: its entries share one stamp
     for entry in entries:
         if not isinstance(entry, Mapping):
             raise RecordFormatError(f"record {record_id!r}: entry to append is not a JSON object",
@@ -205,10 +211,10 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
             )
         stamped = {k: val for k, val in entry.items() if k not in ("v", "seq")}
         stamped.update(v=RECORD_FORMAT_VERSION, seq=seq)
-        stamped["at"] = normalize_timestamp(stamped["at"]) if stamped.get("at") else utc_now()
+        stamped["at"] = stamped.get("at") or now
         model = parse_entry(stamped, record_id=record_id)
-        prepared.append(PreparedEntry(seq=seq, v=model.v, type=model.type, at=model.at,
-                                      data=model.model_dump_json(by_alias=True, exclude_none=True)))
+        prepared.append(PreparedEntry(seq, model.v, model.type, model.at,
+                                      model.model_dump_json(by_alias=True, exclude_none=True), model))
         seq += 1
     return prepared
 

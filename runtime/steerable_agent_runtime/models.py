@@ -43,6 +43,10 @@ def utc_now() -> str:
 
 
 def _check_timestamp(value: str) -> str:
+    # Fast path for the stored form (every read goes through here): validate, keep as is.
+    if len(value) == 27 and value[-1] == "Z" and value[10] == "T" and value[19] == ".":
+        datetime.fromisoformat(value)
+        return value
     return normalize_timestamp(value)
 
 

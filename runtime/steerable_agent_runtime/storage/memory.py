@@ -7,7 +7,6 @@ is a fresh copy, exactly as it would be read from SQLite.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -100,7 +99,7 @@ class InMemoryStorage:
         self._history.setdefault(record_id, []).extend(p.data for p in prepared)
         marks = self._checkpoints.setdefault(record_id, [])
         marks.extend(p.seq for p in prepared if p.type in CHECKPOINT_TYPES)
-        return [json.loads(p.data) for p in prepared]
+        return [p.as_dict() for p in prepared]
 
     async def list_history(
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,

@@ -22,7 +22,6 @@ I/O made inline, serialised by a lock so the object may be shared across threads
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -244,7 +243,7 @@ class SqliteStorage:
                 "INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(record_id, p.seq, p.v, p.type, p.at, p.data, row_checksum(p.data)) for p in prepared],
             )
-        return [json.loads(p.data) for p in prepared]
+        return [p.as_dict() for p in prepared]
 
     async def list_history(
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
