@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import sqlite3
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from steerable_agent_runtime import tracing
-from steerable_agent_runtime.errors import UsageError
+from steerable_agent_runtime.errors import DataIntegrityError, UsageError
 from steerable_agent_runtime.models import AgentSession
 from steerable_agent_runtime.storage.memory import InMemoryStorage
 from steerable_agent_runtime.storage.sqlite import SqliteStorage
@@ -310,6 +311,27 @@ def test_trace_round_trips_through_sqlite_storage_and_survives_reopen(tmp_path):
         _assert_full_round(reopened, trace_id)
         again = (asyncio.run(reopened.get_trace(trace_id)), asyncio.run(reopened.list_spans(trace_id)))
         assert again == memory_view
+    finally:
+        asyncio.run(reopened.close())
+
+
+@pytest.mark.parametrize("table", ["traces", "spans", "events"])
+def test_a_tampered_trace_row_fails_its_checksum_on_read(tmp_path, table):
+    path = tmp_path / "sessions.db"
+    store = SqliteStorage(path)
+    try:
+        _, trace_id, _ = _run_and_collect(_full_round, store)
+    finally:
+        asyncio.run(store.close())
+    conn = sqlite3.connect(path)
+    conn.execute(f"UPDATE {table} SET data = replace(data, '\"', '\" ') WHERE trace_id = ?", (trace_id,))
+    conn.commit()
+    conn.close()
+    reopened = SqliteStorage(path)
+    read = {"traces": reopened.get_trace, "spans": reopened.list_spans, "events": reopened.list_events}[table]
+    try:
+        with pytest.raises(DataIntegrityError):
+            asyncio.run(read(trace_id))
     finally:
         asyncio.run(reopened.close())
 
