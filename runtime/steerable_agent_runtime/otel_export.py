@@ -17,7 +17,8 @@ Guarantees:
 - URL resolution (OTLP exporter spec): an explicit endpoint, else
   ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` used as-is, else ``OTEL_EXPORTER_OTLP_ENDPOINT``
   with ``/v1/traces`` appended, else ``http://localhost:4318/v1/traces``. An explicit endpoint is
-  a base URL: ``/v1/traces`` is appended unless its path already ends with it.
+  a base URL: ``/v1/traces`` is appended unless its path already ends with it. A URL with
+  ``user:password@`` is refused (reports and errors print the URL; use headers).
 - Headers: ``OTEL_EXPORTER_OTLP_HEADERS``, then ``OTEL_EXPORTER_OTLP_TRACES_HEADERS``, then
   explicit headers, later ones winning (``k=v,k2=v2``, values percent-decoded).
   Compression: ``OTEL_EXPORTER_OTLP[_TRACES]_COMPRESSION`` (``gzip`` or ``none``) unless
@@ -92,6 +93,10 @@ def _checked_url(url: str, source: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"{source}: {url!r} is not an http(s) URL",
                          hint="pass the collector's OTLP/HTTP URL, e.g. http://localhost:4318")
+    if parts.username is not None or parts.password is not None:
+        # refused rather than used: the URL is printed in reports and errors
+        raise UsageError(f"{source}: the URL carries credentials (user:password@)",
+                         hint="put credentials in OTEL_EXPORTER_OTLP_HEADERS, e.g. authorization=Basic%20...")
     return url
 
 
