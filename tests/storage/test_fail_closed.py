@@ -158,3 +158,23 @@ def test_unreachable_directory_is_refused(open_dir):
     tmp_path.mkdir(mode=0o700)
     with unprivileged(), pytest.raises(NotAStoreError, match="cannot"):
         SqliteStorage(tmp_path / "sessions.db")
+
+
+def test_damaged_pages_raise_database_damaged_not_a_raw_sqlite_error(tmp_path):
+    from steerable_agent_runtime import DatabaseDamagedError
+
+    db = tmp_path / "sessions.db"
+    store = SqliteStorage(db)
+    run(store.append_history("c1", [item("x" * 3000) for _ in range(40)]))
+    run(store.close())
+    page_size = 4096
+    raw = bytearray(db.read_bytes())
+    pages = len(raw) // page_size
+    for page in range(pages // 2, pages):  # the history table's leaves live in the second half
+        raw[page * page_size:(page + 1) * page_size] = b"\xff" * page_size
+    db.write_bytes(bytes(raw))
+    store = SqliteStorage(db)
+    with pytest.raises(DatabaseDamagedError) as err:
+        run(store.list_history("c1"))
+    assert "salvage" in err.value.hint
+    run(store.close())

@@ -118,8 +118,18 @@ class SqliteStorage:
         await self.close()
 
     @contextmanager
+    def _damage_as_error(self) -> Iterator[None]:
+        """Turn SQLite's corruption errors into DatabaseDamagedError (with the salvage hint)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+                raise
+            raise DatabaseDamagedError(f"{self.path}: SQLite reports damage: {exc}", path=str(self.path)) from None
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, self._damage_as_error():
             conn = self.conn
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -130,7 +140,7 @@ class SqliteStorage:
             conn.execute("COMMIT")
 
     def _read(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, self._damage_as_error():
             return self.conn.execute(sql, tuple(params)).fetchall()
 
     # entity helpers -------------------------------------------------------------------
@@ -285,7 +295,7 @@ class SqliteStorage:
                    " GROUP BY chat_id ORDER BY count(*) DESC, chat_id")
             query = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         chats: list[str] = []
-        with self._lock:
+        with self._lock, self._damage_as_error():
             try:
                 for (chat_id,) in self.conn.execute(sql, (query,)):
                     if chat_id not in chats:
@@ -293,6 +303,8 @@ class SqliteStorage:
                         if len(chats) >= limit:
                             break
             except sqlite3.OperationalError as exc:
+                if "fts5" not in str(exc) and "syntax" not in str(exc):
+                    raise
                 raise UsageError(f"search query rejected: {exc}",
                                  hint='put the words in double quotes to search for them literally, e.g. \'"foo-bar"\'') from None
         return chats
