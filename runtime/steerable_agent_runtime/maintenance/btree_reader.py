@@ -1,0 +1,230 @@
+"""Walk b-trees, the freelist and loose pages of a :class:`~.sqlite_format.SqliteFile`.
+
+Reference: https://www.sqlite.org/fileformat2.html sections 1.5 (freelist), 1.6 (b-tree
+pages, cells, overflow pages) and 2.6 (sqlite_schema).
+
+Guarantees:
+- Each page is visited at most once per walk (``SqliteFile.marks`` is the visited set),
+  so a cycle or a page shared by two trees ends the walk there and is counted.
+- A pointer outside the file, a page that is not what its parent says, a cell whose
+  payload cannot be read: each is counted in ``SqliteFile.damage`` and skipped; the walk
+  goes on with the rest.
+- Generators: cells are produced one page at a time; nothing accumulates but the marks.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .record_codec import decode_record, local_payload_size, read_varint
+from .sqlite_format import (
+    INDEX_INTERIOR, INDEX_LEAF, MARK_BTREE, MARK_FREE_LEAF, MARK_FREE_TRUNK, MARK_OVERFLOW, TABLE_LEAF, SqliteFile, cell_pointers, page_header,
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One decoded cell: where it was, its rowid (None in index/WITHOUT ROWID trees) and
+    its record fields as (serial type, value) pairs; ``fields`` is None when undecodable."""
+
+    page: int
+    rowid: int | None
+    fields: list[tuple[int, Any]] | None
+
+
+@dataclass(frozen=True)
+class SchemaEntry:
+    """One row of sqlite_schema: type, name, table name, root page and SQL."""
+
+    type: str
+    name: str
+    tbl_name: str
+    rootpage: int
+    sql: str
+
+    @property
+    def without_rowid(self) -> bool:
+        return "WITHOUT ROWID" in " ".join(self.sql.upper().split())
+
+
+def read_schema(db: SqliteFile) -> list[SchemaEntry]:
+    """The entries of sqlite_schema (the table b-tree rooted at page 1); [] if unreadable."""
+    out: list[SchemaEntry] = []
+    for cell in walk_tree(db, 1):
+        fields = cell.fields
+        if fields is None or len(fields) != 5 or not isinstance(fields[3][1], int):
+            db.damage["schema_row_undecodable"] += 1
+            continue
+        text = [v.decode("utf-8", "replace") if isinstance(v, bytes) else "" for _, v in fields]
+        out.append(SchemaEntry(text[0], text[1], text[2], fields[3][1], text[4]))
+    return out
+
+
+def walk_tree(db: SqliteFile, root: int) -> Iterator[Cell]:
+    """Every leaf cell of the b-tree rooted at ``root`` (table or index), in page order.
+
+    Interior pages give their children; pages already marked are not entered again.
+    """
+    stack = [root]
+    while stack:
+        pgno = stack.pop()
+        page = _enter(db, pgno)
+        if page is None:
+            continue
+        head = page_header(page, db.header_offset(pgno), db.usable)
+        if head is None:
+            db.damage["btree_page_malformed"] += 1
+            continue
+        if head.is_leaf:
+            yield from leaf_cells(db, page, pgno)
+            continue
+        if head.kind == INDEX_INTERIOR:
+            # Index (and WITHOUT ROWID) interior cells are entries too, not just separators.
+            yield from _index_interior_cells(db, page, pgno, head)
+        stack.extend(reversed(_children(db, page, head)))
+
+
+def _enter(db: SqliteFile, pgno: int) -> bytes | None:
+    if not db.valid_pgno(pgno):
+        db.damage["pointer_out_of_range"] += 1
+        return None
+    if db.marks[pgno]:
+        db.damage["page_reached_twice"] += 1
+        return None
+    page = db.page(pgno)
+    if page is None:
+        db.damage["page_missing"] += 1
+        return None
+    db.marks[pgno] = MARK_BTREE
+    return page
+
+
+def _children(db: SqliteFile, page: bytes, head: Any) -> list[int]:
+    kids = []
+    for ptr in cell_pointers(page, head, db.usable):
+        if ptr is None or ptr + 4 > db.usable:
+            db.damage["cell_pointer_out_of_range"] += 1
+            continue
+        kids.append(struct.unpack_from(">I", page, ptr)[0])
+    kids.append(head.right_child)
+    return kids
+
+
+def _index_interior_cells(db: SqliteFile, page: bytes, pgno: int, head: Any) -> Iterator[Cell]:
+    for ptr in cell_pointers(page, head, db.usable):
+        cell = _leaf_cell(db, page, pgno, ptr + 4, False) if ptr is not None else None
+        if cell is None or cell.fields is None:
+            db.damage["cell_undecodable"] += 1
+        else:
+            yield cell
+
+
+def leaf_cells(db: SqliteFile, page: bytes, pgno: int) -> Iterator[Cell]:
+    """Decode every cell of a leaf page image (table or index); damaged cells have fields None."""
+    head = page_header(page, db.header_offset(pgno), db.usable)
+    if head is None or head.kind not in (TABLE_LEAF, INDEX_LEAF):
+        db.damage["leaf_page_malformed"] += 1
+        return
+    for ptr in cell_pointers(page, head, db.usable):
+        cell = _leaf_cell(db, page, pgno, ptr, head.kind == TABLE_LEAF) if ptr is not None else None
+        if cell is None or cell.fields is None:
+            db.damage["cell_undecodable"] += 1
+            yield cell or Cell(pgno, None, None)
+        else:
+            yield cell
+
+
+def _leaf_cell(db: SqliteFile, page: bytes, pgno: int, ptr: int, table: bool) -> Cell | None:
+    size = read_varint(page, ptr)
+    if size is None or size[0] < 0:
+        return None
+    rowid = read_varint(page, size[1]) if table else (None, size[1])
+    if rowid is None:
+        return None
+    payload = _payload(db, page, rowid[1], size[0], table)
+    return Cell(pgno, rowid[0], decode_record(payload) if payload is not None else None)
+
+
+def _payload(db: SqliteFile, page: bytes, start: int, total: int, table: bool) -> bytes | None:
+    """The whole payload of a cell: its local part, then its overflow chain."""
+    local = local_payload_size(total, db.usable, table_leaf=table)
+    if start + local > db.usable or (local < total and start + local + 4 > db.usable):
+        return None
+    head = page[start:start + local]
+    if local == total:
+        return head
+    first = struct.unpack_from(">I", page, start + local)[0]
+    rest = read_overflow(db, first, total - local)
+    return head + rest if rest is not None else None
+
+
+def read_overflow(db: SqliteFile, pgno: int, need: int) -> bytes | None:
+    """Follow an overflow chain for ``need`` bytes; None if it leaves the file, loops or ends short."""
+    parts: list[bytes] = []
+    seen: set[int] = set()
+    while need > 0:
+        if not db.valid_pgno(pgno) or pgno in seen:
+            db.damage["overflow_chain_broken"] += 1
+            return None
+        seen.add(pgno)
+        page = db.page(pgno)
+        if page is None:
+            db.damage["overflow_chain_broken"] += 1
+            return None
+        db.marks[pgno] = db.marks[pgno] or MARK_OVERFLOW
+        chunk = page[4:db.usable][:need]
+        parts.append(chunk)
+        need -= len(chunk)
+        pgno = struct.unpack_from(">I", page, 0)[0]
+    return b"".join(parts)
+
+
+def walk_freelist(db: SqliteFile) -> list[int]:
+    """Mark the freelist trunk and leaf pages; return the leaf page numbers (they may hold old rows).
+
+    Trunk page: next trunk (4 bytes), leaf count (4 bytes), then the leaf page numbers.
+    """
+    leaves: list[int] = []
+    trunk, budget = db.header.freelist_trunk, db.page_count
+    while trunk and budget > 0:
+        budget -= 1
+        page = db.page(trunk) if db.valid_pgno(trunk) and not db.marks[trunk] else None
+        if page is None:
+            db.damage["freelist_trunk_broken"] += 1
+            return leaves
+        db.marks[trunk] = MARK_FREE_TRUNK
+        count = min(struct.unpack_from(">I", page, 4)[0], (db.usable - 8) // 4)
+        leaves.extend(_free_leaves(db, page, count))
+        trunk = struct.unpack_from(">I", page, 0)[0]
+    return leaves
+
+
+def _free_leaves(db: SqliteFile, page: bytes, count: int) -> Iterator[int]:
+    for i in range(count):
+        leaf = struct.unpack_from(">I", page, 8 + 4 * i)[0]
+        if not db.valid_pgno(leaf) or db.marks[leaf]:
+            db.damage["freelist_leaf_invalid"] += 1
+            continue
+        db.marks[leaf] = MARK_FREE_LEAF
+        yield leaf
+
+
+def loose_leaf_pages(db: SqliteFile) -> Iterator[tuple[int, bytes, bool]]:
+    """Table-leaf page images no walk reached, and freelist leaves: (pgno, image, on_freelist).
+
+    Scans every page once, in file order. A page the walks left unmarked that still holds
+    a table-leaf header was orphaned (its parent or the schema lost) or never reused.
+    """
+    for pgno in range(1, db.page_count + 1):
+        if db.marks[pgno] not in (0, MARK_FREE_LEAF):
+            continue
+        page = db.page(pgno)
+        if page is None:
+            continue
+        head = page_header(page, db.header_offset(pgno), db.usable)
+        if head is not None and head.kind == TABLE_LEAF and head.cell_count:
+            yield pgno, page, db.marks[pgno] == MARK_FREE_LEAF
+

@@ -1,0 +1,224 @@
+"""Salvage: every decodable row of a store to JSONL, also when SQLite refuses the file.
+
+``salvage(path, out)`` copies the database and its ``-wal`` into a private temp directory
+(the source is only ever read, so it stays byte-identical, and no file appears beside it),
+then:
+
+- fast path: when SQLite opens the copy and ``quick_check`` passes, every entity table is
+  read by SQLite itself; the page reader only adds freelist pages and the WAL frames that
+  are not current (older versions, uncommitted frames);
+- otherwise the page reader (:mod:`.sqlite_format`, :mod:`.btree_reader`) walks the schema,
+  every tree, the freelist, every page no tree reaches, and the WAL.
+
+Every copy of every row goes to ``out`` as one JSON object (table, key, columns, data,
+source, page, frame, committed, verified, valid, superseded); the newest committed copy of
+a key wins, uncommitted WAL copies never do. ``rebuild`` writes a fresh store from the
+newest verified copy of each key (see :mod:`.salvage_output`). The report's exit code is 0
+only when nothing was damaged and every winning copy verified.
+
+Raises NotAStoreError (missing, a directory, nothing SQLite-like in it, another
+application's database), OutputExistsError (an output exists and ``force`` is False, or it
+is the source), StoreAlreadyOwnedError (the rebuild target's lease is held). Never prints.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..errors import NotAStoreError
+from ..storage.schema import APPLICATION_ID
+from .report import Finding, JobReport, Progress, no_progress
+from .salvage_harvest import Tally, harvest_all, harvest_free
+from .salvage_output import atomic_output, check_target, write_jsonl, write_store
+from .salvage_spool import Spool
+from .sqlite_format import SqliteFile
+
+UNPLACED_LISTED = 1000
+"""At most this many unplaced rows are listed by key; ``unplaced_total`` counts them all."""
+
+
+class TableTally(BaseModel):
+    """Per table: copies found by source, keys recovered, and how their winning copies fared."""
+
+    copies_by_source: dict[str, int] = {}
+    keys: int = 0
+    verified: int = 0
+    unverified: int = 0
+    invalid: int = 0
+    superseded: int = 0
+    uncommitted: int = 0
+
+
+class UnplacedRow(BaseModel):
+    """A key the rebuild could not place, and why."""
+
+    table: str
+    key: list[Any]
+    reason: str
+
+
+class SalvageReport(JobReport):
+    """What salvage found, wrote and could not recover."""
+
+    job: str = "salvage"
+    out: str
+    rebuild: str | None = None
+    method: str = "page-reader"
+    page_size: int = 0
+    page_size_source: str = ""
+    rows_written: int = 0
+    tables: dict[str, TableTally] = {}
+    damage: dict[str, int] = {}
+    unmatched_records: int = 0
+    wal_frames: dict[str, int] = {}
+    rebuilt: dict[str, int] = {}
+    unplaced: list[UnplacedRow] = []
+    unplaced_total: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """True when nothing was damaged and every recovered key has a verified winner."""
+        return not self.has_errors
+
+
+def salvage(path: str | os.PathLike[str], out: str | os.PathLike[str], *, rebuild: str | os.PathLike[str] | None = None,
+            force: bool = False, progress: Progress | None = None) -> SalvageReport:
+    """Salvage the store at ``path`` into the JSONL file ``out`` (and a fresh store ``rebuild``)."""
+    source = _check_source(Path(path))
+    sources = [source, Path(f"{source}-wal")]
+    out_path = check_target(out, force=force, sources=sources)
+    rebuild_path = check_target(rebuild, force=force, sources=sources) if rebuild is not None else None
+    report = SalvageReport(path=str(source), out=str(out_path), rebuild=str(rebuild_path) if rebuild_path else None)
+    step = progress or no_progress
+    with tempfile.TemporaryDirectory(prefix="steerable-salvage-") as tmp:
+        db, wal = _private_copy(source, Path(tmp))
+        spool = Spool(Path(tmp) / "spool.db")
+        try:
+            _collect(db, wal, spool, report, step)
+            _export(spool, out_path, report, force, step)
+            if rebuild_path is not None:
+                step("rebuild", 0, None)
+                report.rebuilt = write_store(spool, rebuild_path, force=force, on_unplaced=_unplaced_sink(report))
+        finally:
+            spool.close()
+    report.findings = _findings(report)
+    return report
+
+
+def _check_source(path: Path) -> Path:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise NotAStoreError(f"{path}: no such file", path=str(path), hint="check the path") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise NotAStoreError(f"{path}: not a regular file", path=str(path), hint="pass the database file itself")
+    if st.st_size == 0 and not os.path.exists(f"{path}-wal"):
+        raise NotAStoreError(f"{path}: empty file and no -wal beside it; nothing to salvage", path=str(path),
+                             hint="pass the app's database file")
+    return path
+
+
+def _private_copy(source: Path, tmp: Path) -> tuple[Path, Path | None]:
+    """Copy db and -wal into ``tmp`` (read-only opens of the originals; nothing else touched)."""
+    db = tmp / "store.db"
+    with open(source, "rb") as src, open(db, "xb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    wal_source = Path(f"{source}-wal")
+    if not wal_source.is_file():
+        return db, None
+    wal = tmp / "store.db-wal"
+    with open(wal_source, "rb") as src, open(wal, "xb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return db, wal
+
+
+def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, step: Progress) -> None:
+    """Fill the spool: SQLite for a sound copy, the page reader for everything else."""
+    step("read", 0, None)
+    with SqliteFile(db, wal) as pages:
+        _refuse_foreign(pages, report)
+        report.page_size, report.page_size_source = pages.page_size, pages.page_size_source
+        tally = Tally()
+        # mode=ro never changes the copy's bytes, except that a 0-byte db makes SQLite drop
+        # the -wal (DESIGN.md): hence the size check, so the page reader still sees it.
+        if pages.header.magic_ok and pages.file_size and spool.attach_readonly(db):
+            report.method = "sqlite"
+            for table in spool.source_tables():
+                spool.add_sqlite_table("src", table)
+            harvest_free(pages, spool, tally, scan_loose=False)
+        else:
+            harvest_all(pages, spool, tally)
+        report.damage = dict(pages.damage)
+        report.unmatched_records = tally.unmatched_records
+        if pages.wal is not None:
+            report.wal_frames = {s: sum(f.state == s for f in pages.wal.frames) for s in ("committed", "uncommitted", "invalid")}
+    spool.finish()
+
+
+def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:
+    hdr = pages.header
+    if hdr.magic_ok and hdr.application_id not in (0, APPLICATION_ID):
+        raise NotAStoreError(f"{report.path}: a SQLite database of another application "
+                             f"(application_id {hdr.application_id:#x}), not a steerable store", path=report.path,
+                             hint="pass the steerable store (the app's sessions database)")
+    if not hdr.magic_ok and pages.page_size_source == "default":
+        raise NotAStoreError(f"{report.path}: no SQLite header and no SQLite page found in it", path=report.path,
+                             hint="pass the app's database file (or its copy)")
+
+
+def _export(spool: Spool, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
+    def on_row(copy: dict[str, Any], valid: bool) -> None:
+        tally = report.tables.setdefault(copy["table"], TableTally())
+        tally.copies_by_source[copy["source"]] = tally.copies_by_source.get(copy["source"], 0) + 1
+        tally.superseded += bool(copy["superseded"])
+        tally.uncommitted += not copy["committed"]
+        if copy["committed"] and not copy["superseded"]:
+            tally.keys += 1
+            tally.verified += bool(copy["verified"])
+            tally.unverified += not copy["verified"]
+            tally.invalid += not valid
+        if report.rows_written % 5000 == 0:
+            step("export", report.rows_written, None)
+        report.rows_written += 1
+
+    with atomic_output(out, force=force) as (_tmp, fh):
+        write_jsonl(spool, fh, on_row)
+
+
+def _unplaced_sink(report: SalvageReport):  # noqa: ANN202 - a small closure
+    def sink(table: str, key: list[Any], reason: str) -> None:
+        report.unplaced_total += 1
+        if len(report.unplaced) < UNPLACED_LISTED:
+            report.unplaced.append(UnplacedRow(table=table, key=key, reason=reason))
+    return sink
+
+
+_BENIGN_DAMAGE = {"wal_frame_stale_salt"}
+"""Not damage: what a WAL reused after a checkpoint normally holds past its new frames."""
+
+
+def _findings(report: SalvageReport) -> list[Finding]:
+    found = [Finding(code=f"salvage.{code}", severity="info" if code in _BENIGN_DAMAGE else "error",
+                     message=f"{count} x {code.replace('_', ' ')}", hint="the rows it held were salvaged where readable")
+             for code, count in sorted(report.damage.items())]
+    if report.unmatched_records:
+        found.append(Finding(code="salvage.unmatched_records", severity="error",
+                             message=f"{report.unmatched_records} records matched no table",
+                             hint="their pages are damaged; the JSONL holds every row that could be decoded"))
+    for table, tally in sorted(report.tables.items()):
+        if tally.unverified:
+            found.append(Finding(code="salvage.unverified_rows", severity="error", table=table,
+                                 message=f"{tally.unverified} of {tally.keys} {table} rows fail their checksum",
+                                 hint="they are exported with verified=false; do not trust their content"))
+    if report.unplaced_total:
+        found.append(Finding(code="salvage.unplaced_rows", severity="warning",
+                             message=f"{report.unplaced_total} rows were not placed in the rebuilt store",
+                             hint="they are listed in the report and exported in the JSONL"))
+    return found

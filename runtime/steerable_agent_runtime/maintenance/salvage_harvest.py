@@ -1,0 +1,110 @@
+"""Harvest row copies from page images into the spool (the page-reader side of salvage).
+
+Each harvester reads one kind of place with :mod:`.btree_reader` and labels what it finds
+with an :class:`~.salvage_spool.Origin`: the live trees (``btree``), pages no tree reaches
+(``unallocated``) and freelist leaves (``freelist``), WAL frames that are not the current
+image of their page (``wal``: older committed versions, uncommitted and invalid frames),
+and database-file images a committed WAL frame replaced (``btree``, superseded). Pages
+go to the spool one at a time. Nothing here raises on damaged content; ``Tally`` counts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from ..storage.schema import TABLES
+from .btree_reader import Cell, leaf_cells, loose_leaf_pages, read_schema, walk_freelist, walk_tree
+from .record_codec import is_text
+from .salvage_rows import Row, match_table, to_row
+from .salvage_spool import LIVE, STALE, UNALLOCATED, Origin, Spool
+from .sqlite_format import TABLE_LEAF, SqliteFile, page_header
+
+
+@dataclass
+class Tally:
+    """What the harvest could not use: records matching no table, tables without a root."""
+
+    unmatched_records: int = 0
+    missing_roots: int = 0
+
+
+def harvest_all(db: SqliteFile, spool: Spool, tally: Tally) -> None:
+    """Everything the page reader can reach: live trees, loose pages, the WAL's other frames."""
+    roots = {e.rootpage: e.name for e in read_schema(db) if e.type == "table" and e.rootpage > 0}
+    tally.missing_roots = len(set(TABLES) - set(roots.values()))
+    for root, name in roots.items():
+        origin = Origin("btree", None, None, True, LIVE, True)
+        _store(spool, tally, _rows(walk_tree(db, root), name if name in TABLES else "", origin), name in TABLES)
+    harvest_free(db, spool, tally, scan_loose=True)
+
+
+def harvest_free(db: SqliteFile, spool: Spool, tally: Tally, *, scan_loose: bool) -> None:
+    """Freelist leaves (and, with ``scan_loose``, every page no walk reached), then the WAL."""
+    free = walk_freelist(db)
+    if scan_loose:
+        pages: Iterable[tuple[int, bytes, bool]] = loose_leaf_pages(db)
+    else:
+        pages = ((p, img, True) for p in free if (img := db.page(p)) is not None and _is_leaf(db, p, img))
+    for pgno, image, on_free in pages:
+        origin = Origin("freelist" if on_free else "unallocated", pgno, None, True,
+                        STALE if on_free else UNALLOCATED, not on_free)
+        _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin), True)
+    harvest_wal(db, spool, tally)
+
+
+def harvest_wal(db: SqliteFile, spool: Spool, tally: Tally) -> None:
+    """WAL frames that are not their page's current image, and the file images WAL replaced."""
+    if db.wal is None:
+        return
+    for frame in db.wal.frames:
+        if db.wal.live.get(frame.pgno) == frame.index:
+            continue
+        image = db.wal_image(frame.offset)
+        if image is not None and _is_leaf(db, frame.pgno, image):
+            origin = Origin("wal", frame.pgno, frame.index, frame.state == "committed", STALE + 1 + frame.index, False)
+            _store(spool, tally, _rows(leaf_cells(db, image, frame.pgno), None, origin), True)
+    for pgno in sorted(db.wal.live):
+        image = db.db_image(pgno)
+        if image is not None and _is_leaf(db, pgno, image):
+            origin = Origin("btree", pgno, None, True, STALE, False)
+            _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin), True)
+
+
+def _is_leaf(db: SqliteFile, pgno: int, image: bytes) -> bool:
+    head = page_header(image, db.header_offset(pgno), db.usable)
+    return head is not None and head.kind == TABLE_LEAF and head.cell_count > 0
+
+
+def _rows(cells: Iterator[Cell], table: str | None, origin: Origin) -> Iterator[tuple[Row | None, Origin, bool]]:
+    """(row, origin, looks_ours) per decodable cell; row None when no table fits it.
+
+    ``table`` "" means a tree that is not an entity table (sqlite_schema, full-text index):
+    its records are skipped. None means unknown: match by shape.
+    """
+    for cell in cells:
+        if cell.fields is None or table == "":
+            continue
+        name = table or match_table(cell.fields)
+        row = to_row(name, cell.fields) if name else None
+        page = origin.page if origin.page is not None else cell.page
+        yield row, Origin(origin.source, page, origin.frame, origin.committed, origin.rank, origin.placeable), \
+            _looks_ours(cell.fields)
+
+
+def _looks_ours(fields: list) -> bool:
+    # Every entity table ends with (data TEXT, crc INTEGER); other trees' records do not.
+    return len(fields) >= 5 and is_text(fields[-2][0]) and 1 <= fields[-1][0] <= 9
+
+
+def _store(spool: Spool, tally: Tally, rows: Iterator[tuple[Row | None, Origin, bool]], count: bool) -> None:
+    batch: list[tuple[Row, Origin]] = []
+    for row, origin, ours in rows:
+        if row is None:
+            tally.unmatched_records += int(count and ours)
+            continue
+        batch.append((row, origin))
+        if len(batch) >= 512:
+            spool.add(batch)
+            batch = []
+    spool.add(batch)

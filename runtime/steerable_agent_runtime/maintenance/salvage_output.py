@@ -1,0 +1,153 @@
+"""Write salvage results safely: the JSONL export and the rebuilt store.
+
+Guarantees:
+- A target that exists (a file, a directory, a dangling symlink) is refused with
+  OutputExistsError unless ``force``; a target that is the source itself is always refused.
+- Output is written to a new temp file (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) in the
+  target's directory, fsynced, then linked into place (no ``force``: an entry that appeared
+  meanwhile is not replaced) or renamed over it (``force``: the old entry is replaced, a
+  symlink itself and never what it points to); the directory is fsynced after.
+- On any failure the temp file is removed and the target is untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..errors import NotAStoreError, OutputExistsError
+from ..storage.lease import WriteLease
+from ..storage.schema import TABLES, create_schema
+from .salvage_rows import expected_columns, is_valid
+from .salvage_spool import Spool
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def check_target(target: str | os.PathLike[str], *, force: bool, sources: list[Path]) -> Path:
+    """Validate an output path before any work is done; return it as a Path."""
+    path = Path(target)
+    if any(_same_file(path, src) for src in sources):
+        raise OutputExistsError(f"{path}: is the database being salvaged", path=str(path),
+                                hint="write the output somewhere else; salvage never writes its source")
+    if os.path.lexists(path) and (not force or path.is_dir()):
+        raise OutputExistsError(f"{path}: already exists", path=str(path))
+    if not path.parent.is_dir():
+        raise NotAStoreError(f"{path}: directory {path.parent} does not exist", path=str(path),
+                             hint="create the directory first, or choose another output path")
+    return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+@contextmanager
+def atomic_output(target: Path, *, force: bool) -> Iterator[tuple[Path, BinaryIO]]:
+    """Yield (temp path, open binary file) beside ``target``; publish it on normal exit."""
+    tmp = target.with_name(f".{target.name}.salvage-{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield tmp, fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        publish(tmp, target, force=force)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def publish(tmp: Path, target: Path, *, force: bool) -> None:
+    """Move a finished temp file into place (see module guarantees) and fsync the directory."""
+    if force:
+        os.replace(tmp, target)
+    else:
+        try:
+            os.link(tmp, target, follow_symlinks=False)
+        except FileExistsError:
+            raise OutputExistsError(f"{target}: appeared while salvage was running", path=str(target)) from None
+        os.unlink(tmp)
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_jsonl(spool: Spool, fh: BinaryIO, on_row: Callable[[dict[str, Any], bool], None]) -> int:
+    """Write one JSON object per copy in the spool; call ``on_row(copy, valid)``; return the count."""
+    count = 0
+    for copy in spool.copies():
+        columns = json.loads(copy["columns"])
+        valid = is_valid(copy["table"], columns, copy["data"])
+        data = copy["data"].decode("utf-8", "replace") if copy["data"] is not None else None
+        line = (f'{{"table":{json.dumps(copy["table"])},"key":{copy["key"]},"columns":{copy["columns"]},'
+                f'"data":{json.dumps(data, ensure_ascii=False)},"source":"{copy["source"]}",'
+                f'"page":{json.dumps(copy["page"])},"frame":{json.dumps(copy["frame"])},'
+                f'"committed":{_b(copy["committed"])},"verified":{_b(copy["verified"])},"valid":{_b(valid)},'
+                f'"superseded":{_b(copy["superseded"])}}}\n')
+        fh.write(line.encode("utf-8", "surrogatepass"))
+        on_row(copy, valid)
+        count += 1
+    return count
+
+
+def _b(flag: Any) -> str:
+    return "true" if flag else "false"
+
+
+def write_store(spool: Spool, target: Path, *, force: bool,
+                on_unplaced: Callable[[str, list[Any], str], None]) -> dict[str, int]:
+    """Write a fresh store (current schema) with the newest verified copy of each placeable
+    key; hold the target's write lease while doing it. Return rows placed per table."""
+    placed: dict[str, int] = {}
+    with WriteLease(target), atomic_output(target, force=force) as (tmp, _fh):
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            create_schema(conn)
+            conn.execute("BEGIN IMMEDIATE")
+            for table, key, columns, data, placeable in spool.best_verified():
+                reason = _unplaceable(data, placeable)
+                if reason:
+                    on_unplaced(table, json.loads(key), reason)
+                    continue
+                _insert(conn, table, columns or {}, data or b"")
+                placed[table] = placed.get(table, 0) + 1
+            conn.execute("COMMIT")
+            conn.execute("PRAGMA journal_mode = WAL")
+        finally:
+            conn.close()
+    return placed
+
+
+def _unplaceable(data: bytes | None, placeable: bool) -> str:
+    if not placeable:
+        return "only on freed or superseded pages (a deleted row, or the live copy was lost)"
+    if data is None:
+        return "no copy passes its checksum"
+    return ""
+
+
+def _insert(conn: sqlite3.Connection, table: str, columns: dict[str, Any], data: bytes) -> None:
+    """Insert one row with its exact data bytes and CRC; indexed columns come from data."""
+    text = data.decode("utf-8")
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    values = dict(columns)
+    if isinstance(raw, dict):
+        values.update({k: v for k, v in expected_columns(table, raw).items() if v is not None})
+    names = list(TABLES[table].all_columns)
+    values["data"] = text
+    conn.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                 [values.get(n) for n in names])

@@ -1,0 +1,218 @@
+"""salvage(): JSONL of every row copy, verified/valid/superseded, safe output, rebuild."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from steerable_agent_runtime.errors import NotAStoreError, OutputExistsError, StoreAlreadyOwnedError
+from steerable_agent_runtime.maintenance.salvage import salvage
+from steerable_agent_runtime.storage.lease import WriteLease
+from steerable_agent_runtime.storage.sqlite import SqliteStorage
+from tests.damage import Original, build_store, copy_store, read_rows, zero_header, zero_page1
+
+
+def _digest(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _winners(lines: list[dict]) -> set[tuple]:
+    return {(r["table"], tuple(r["key"]), r["data"].encode()) for r in lines if r["committed"] and not r["superseded"]}
+
+
+def _originals(rows: list[Original]) -> set[tuple]:
+    return {(r.table, r.key, r.data) for r in rows}
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> tuple[Path, list[Original]]:
+    src = tmp_path / "src"
+    src.mkdir()
+    rows, _ = build_store(src / "sessions.db", seed=7)
+    return src / "sessions.db", rows
+
+
+def test_healthy_store_exports_each_row_once_verified_valid_and_exits_0(store, tmp_path: Path) -> None:
+    db, rows = store
+    report = salvage(db, tmp_path / "out.jsonl")
+    lines = _lines(tmp_path / "out.jsonl")
+    assert report.method == "sqlite" and report.exit_code == 0 and report.complete
+    assert _winners(lines) == _originals(rows)
+    assert all(r["verified"] and r["valid"] and r["source"] == "btree" for r in lines)
+    assert report.rows_written == len(lines) == len(rows)
+
+
+def test_source_is_byte_identical_and_nothing_appears_beside_it(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    rows, owner = build_store(src / "s.db", seed=3, keep_open=True)
+    try:
+        before = _digest(src)
+        report = salvage(src / "s.db", tmp_path / "out.jsonl", rebuild=tmp_path / "new.db")
+        assert _digest(src) == before
+        assert _winners(_lines(tmp_path / "out.jsonl")) == _originals(rows)  # committed rows still in the -wal
+        assert report.wal_frames["committed"] > 0
+    finally:
+        owner.close_sync()
+
+
+def test_output_is_0600_and_existing_output_needs_force(store, tmp_path: Path) -> None:
+    db, _ = store
+    out = tmp_path / "out.jsonl"
+    out.write_text("keep me")
+    with pytest.raises(OutputExistsError):
+        salvage(db, out)
+    assert out.read_text() == "keep me"
+    salvage(db, out, force=True)
+    assert (out.stat().st_mode & 0o777) == 0o600 and out.read_text() != "keep me"
+
+
+def test_symlinked_output_is_refused_and_with_force_replaced_not_followed(store, tmp_path: Path) -> None:
+    db, _ = store
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(victim)
+    with pytest.raises(OutputExistsError):
+        salvage(db, link)
+    salvage(db, link, force=True)
+    assert victim.read_text() == "precious" and not link.is_symlink()
+
+
+def test_output_that_is_the_source_is_refused_even_with_force(store) -> None:
+    db, _ = store
+    before = db.read_bytes()
+    with pytest.raises(OutputExistsError):
+        salvage(db, db, force=True)
+    assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize("content", [None, b"", b"this is not sqlite" * 500])
+def test_not_a_store_is_refused(tmp_path: Path, content: bytes | None) -> None:
+    path = tmp_path / "x.db"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(NotAStoreError):
+        salvage(path, tmp_path / "out.jsonl")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_another_applications_database_is_refused(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "other.db")
+    conn.execute("PRAGMA application_id = 1234")
+    conn.execute("CREATE TABLE t (a)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(NotAStoreError):
+        salvage(tmp_path / "other.db", tmp_path / "out.jsonl")
+
+
+@pytest.mark.parametrize("damage", [zero_header, zero_page1])
+def test_zeroed_header_or_page1_recovers_every_row_through_the_page_reader(store, tmp_path: Path, damage) -> None:
+    db, rows = store
+    damage(db, random.Random(0))
+    report = salvage(db, tmp_path / "out.jsonl")
+    lines = _lines(tmp_path / "out.jsonl")
+    assert report.method == "page-reader" and report.exit_code == 1
+    assert _winners(lines) == _originals(rows)
+    assert all(r["verified"] for r in lines)
+    assert {r["source"] for r in lines} <= {"btree", "unallocated"}
+
+
+def _flip_inside_data(db: Path, row: Original) -> None:
+    """Flip one bit inside the "content" string of ``row``'s stored data (still valid JSON)."""
+    raw = bytearray(db.read_bytes())
+    assert raw.count(row.data) == 1
+    at = raw.index(row.data) + row.data.index(b'"content":"') + 11
+    raw[at] ^= 0x01
+    db.write_bytes(bytes(raw))
+
+
+def test_flipped_bit_inside_json_is_exported_unverified_and_exits_1(store, tmp_path: Path) -> None:
+    db, rows = store
+    target = next(r for r in rows if r.table == "messages" and len(r.data) < 1000)
+    _flip_inside_data(db, target)
+    report = salvage(db, tmp_path / "out.jsonl")
+    lines = _lines(tmp_path / "out.jsonl")
+    bad = [r for r in lines if not r["verified"]]
+    assert len(bad) == 1 and bad[0]["table"] == "messages"
+    assert report.exit_code == 1 and report.tables["messages"].unverified == 1
+    assert {(r["table"], tuple(r["key"]), r["data"].encode()) for r in lines if r["verified"]} <= _originals(rows)
+
+
+def test_rebuild_writes_a_store_with_every_verified_row_byte_identical(store, tmp_path: Path) -> None:
+    db, rows = store
+    zero_header(db, random.Random(0))
+    report = salvage(db, tmp_path / "out.jsonl", rebuild=tmp_path / "new.db")
+    assert report.unplaced_total == 0 and sum(report.rebuilt.values()) == len(rows)
+    assert set(read_rows(tmp_path / "new.db")) == set(rows)
+    assert (tmp_path / "new.db").stat().st_mode & 0o777 == 0o600
+    reopened = SqliteStorage(tmp_path / "new.db")
+    try:
+        assert asyncio.run(reopened.list_history("chat-0"))  # the runtime reads it, checksums and all
+    finally:
+        reopened.close_sync()
+
+
+def test_rebuild_leaves_out_unverified_rows_and_lists_them(store, tmp_path: Path) -> None:
+    db, rows = store
+    target = next(r for r in rows if r.table == "history" and len(r.data) < 1000)
+    _flip_inside_data(db, target)
+    report = salvage(db, tmp_path / "out.jsonl", rebuild=tmp_path / "new.db")
+    assert report.unplaced_total == 1 and report.unplaced[0].table == "history"
+    assert report.unplaced[0].reason == "no copy passes its checksum"
+    assert set(read_rows(tmp_path / "new.db")) < set(rows)
+
+
+def test_rebuild_target_with_held_lease_is_refused(store, tmp_path: Path) -> None:
+    db, _ = store
+    with WriteLease(tmp_path / "new.db"):
+        with pytest.raises(StoreAlreadyOwnedError):
+            salvage(db, tmp_path / "out.jsonl", rebuild=tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_uncommitted_wal_rows_are_reported_never_mixed_in(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    rows, owner = build_store(src / "s.db", seed=5, keep_open=True)
+    try:
+        conn = owner.conn
+        conn.execute("PRAGMA cache_size = 1")
+        conn.execute("BEGIN IMMEDIATE")
+        data = json.dumps({"id": "ghost", "chatId": "chat-0", "role": "user", "content": "z" * 3000,
+                           "createdAt": "2026-01-01T00:00:00.000000Z"}, separators=(",", ":"))
+        for i in range(60):
+            conn.execute("INSERT INTO messages (id, chat_id, created_at, data, crc) VALUES (?,?,?,?,?)",
+                         (f"ghost-{i}", "chat-0", "2026-01-01T00:00:00.000000Z", data, 0))
+        copy_store(src / "s.db", tmp_path / "c.db")
+        conn.execute("ROLLBACK")
+    finally:
+        owner.close_sync()
+    report = salvage(tmp_path / "c.db", tmp_path / "out.jsonl", rebuild=tmp_path / "new.db")
+    lines = _lines(tmp_path / "out.jsonl")
+    ghosts = [r for r in lines if str(r["key"][0]).startswith("ghost")]
+    assert ghosts and all(not r["committed"] and r["source"] == "wal" for r in ghosts)
+    assert _winners(lines) == _originals(rows)
+    assert not any(str(r.key[0]).startswith("ghost") for r in read_rows(tmp_path / "new.db"))
+    assert report.wal_frames["uncommitted"] > 0
+
+
+def test_progress_callback_is_called(store, tmp_path: Path) -> None:
+    db, _ = store
+    phases: list[str] = []
+    salvage(db, tmp_path / "out.jsonl", progress=lambda phase, done, total: phases.append(phase))
+    assert "read" in phases and "export" in phases
