@@ -24,3 +24,13 @@ def human_bytes(count: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{count} B"
+
+
+def render_findings(findings: list) -> None:
+    """Print each finding as ``severity code: message`` and its hint (human view only)."""
+    from ..render import stdout
+
+    colours = {"error": "red", "warning": "yellow", "info": "cyan"}
+    for f in findings:
+        stdout.print(f"[{colours[f.severity]}]{f.severity}[/] {f.code}: {f.message}", markup=True, highlight=False)
+        stdout.print(f"  hint: {f.hint}", markup=False, highlight=False)

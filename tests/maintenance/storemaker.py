@@ -147,3 +147,29 @@ def integrity(path: Path) -> str:
             return "; ".join(r[0] for r in conn.execute("PRAGMA integrity_check"))
         finally:
             conn.close()
+
+
+def assert_healthy(path: Path) -> None:
+    """The store passes PRAGMA integrity_check and steerable-maint's check with no error finding."""
+    from steerable_agent_runtime.maintenance.check import check
+
+    assert integrity(path) == "ok", path
+    report = check(path)
+    assert not report.has_errors, [f.model_dump() for f in report.findings]
+
+
+def assert_moved_exactly_once(original: dict, first: Path, second: Path) -> None:
+    """Every original row is in exactly one of the two stores, byte-identical; no other row exists."""
+    a, b = rows_of(first), rows_of(second)
+    both = set(a) & set(b)
+    assert not both, f"rows in both files: {sorted(both)[:5]}"
+    assert {**a, **b} == original
+
+
+def assert_nothing_lost(original: dict, first: Path, second: Path) -> None:
+    """Every original row is in at least one store, and wherever it is, it is byte-identical."""
+    a, b = rows_of(first), rows_of(second)
+    for key, row in original.items():
+        assert key in a or key in b, f"lost {key}"
+        assert a.get(key, row) == row and b.get(key, row) == row, f"changed {key}"
+    assert set(a) | set(b) == set(original)

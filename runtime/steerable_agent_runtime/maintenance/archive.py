@@ -1,0 +1,237 @@
+"""archive and restore: move whole chats between a store and an archive store.
+
+The unit is a whole chat (see chatmove). The archive is itself a valid store (created 0600
+with the store schema, WAL, FULL sync) that SqliteStorage and check open; runs append to it.
+
+archive guarantees:
+- A chat moves only if none of its sessions is active (unless ``include_active``) and
+  nothing of it is at or after the cutoff: session ``updated_at``, message ``created_at``,
+  history ``at``, trace ``started_at`` are all strictly older.
+- Chats are visited in chat-id order in pages of ``batch_size`` (memory bounded by the page,
+  never by the store); the eligible chats of a page move as one batch, copy -> verify ->
+  commit the archive -> delete from the store (chatmove.move_batch). A kill at any point
+  loses nothing; a re-run converges.
+- A chat with a row in both files that differs is a conflict: it stays whole in the store,
+  nothing of it is added to the archive, an ``archive.conflict`` error finding names the
+  table and key (exit 1), and the other chats still move.
+- Both leases are taken (store first, then archive) before SQLite opens either file.
+  A target that exists and is not a store -> NotAStoreError; a newer schema ->
+  SchemaTooNewError; a held lease -> StoreAlreadyOwnedError naming the pid. All exit 3,
+  nothing changed.
+- ``dry_run`` returns the same report with what would move; it creates no archive and
+  changes no byte of either file.
+
+restore moves one chat back the same way (archive -> store) with the same guarantees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from ..errors import UsageError
+from .chatmove import BatchResult, RowCounts, count_rows, load_batch, move_batch, prepare
+from .duration import cutoff_timestamp
+from .report import Finding, JobReport, Progress, no_progress
+from .storefiles import attach, claim, create_store, open_store, refuse_same_store
+
+_CHAT_KEYS = (("sessions", "chat_id"), ("messages", "chat_id"), ("traces", "chat_id"), ("history", "record_id"))
+
+_NEWEST = """
+WITH page(chat_id) AS (SELECT value FROM json_each(?))
+SELECT chat_id,
+  EXISTS (SELECT 1 FROM main.sessions s WHERE s.chat_id = page.chat_id AND s.is_active = 1),
+  max(coalesce((SELECT max(updated_at) FROM main.sessions WHERE chat_id = page.chat_id), ''),
+      coalesce((SELECT max(created_at) FROM main.messages WHERE chat_id = page.chat_id), ''),
+      coalesce((SELECT max(started_at) FROM main.traces WHERE chat_id = page.chat_id), ''),
+      coalesce((SELECT max(at) FROM main.history WHERE record_id = page.chat_id), ''))
+FROM page ORDER BY chat_id
+"""
+
+
+class ArchiveReport(JobReport):
+    """What archive moved (or, for a dry run, would move) and what it left, with reasons."""
+
+    job: str = "archive"
+    archive: str
+    cutoff: str
+    include_active: bool = False
+    archive_created: bool = False
+    batches: int = 0
+    chats_moved: int = 0
+    chats_skipped: dict[str, int] = {"active": 0, "recent": 0, "conflict": 0}
+    rows_moved: RowCounts = RowCounts()
+    rows_already_in_archive: RowCounts = RowCounts()
+
+
+class RestoreReport(JobReport):
+    """What restore moved back from the archive (``path``) into ``target``."""
+
+    job: str = "restore"
+    target: str
+    chat_id: str
+    restored: bool = False
+    rows_moved: RowCounts = RowCounts()
+    rows_already_in_target: RowCounts = RowCounts()
+
+
+@contextmanager
+def _destination(conn: sqlite3.Connection, path: str | os.PathLike[str], *, create: bool,
+                 readonly: bool) -> Iterator[bool]:
+    """Claim ``path`` (lease), create it if missing and allowed, ATTACH it as ``dst``.
+
+    Yields whether it was created. In a dry run a missing archive is neither created nor
+    attached (yields False and ``dst`` does not exist).
+    """
+    found, lease = claim(path, allow_missing=create)
+    try:
+        if not found.exists and readonly:
+            yield False
+            return
+        if not found.exists:
+            create_store(path)
+        attach(conn, path, "dst", readonly=readonly)
+        try:
+            yield not found.exists
+        finally:
+            conn.execute("DETACH DATABASE dst")
+    finally:
+        lease.release()
+
+
+def archive(path: str | os.PathLike[str], *, to: str | os.PathLike[str], older_than: timedelta,
+            include_active: bool = False, now: datetime | None = None, dry_run: bool = False,
+            batch_size: int = 200, progress: Progress | None = None) -> ArchiveReport:
+    """Move chats idle past ``now - older_than`` from ``path`` into the archive ``to``; see module doc."""
+    if batch_size < 1:
+        raise UsageError(f"batch size must be at least 1, not {batch_size}", hint="pass a positive batch size")
+    report = ArchiveReport(path=str(path), archive=str(to), dry_run=dry_run, include_active=include_active,
+                           cutoff=cutoff_timestamp(older_than, now))
+    refuse_same_store(path, to)
+    progress = progress or no_progress
+    with open_store(path, readonly=dry_run) as conn, \
+            _destination(conn, to, create=True, readonly=dry_run) as created:
+        report.archive_created = created
+        prepare(conn)
+        for page in _chat_pages(conn, batch_size):
+            eligible = _eligible(conn, page, report)
+            if eligible:
+                _archive_batch(conn, eligible, report)
+            progress("archive chats", report.chats_moved, None)
+    return report
+
+
+def _chat_pages(conn: sqlite3.Connection, size: int) -> Iterator[list[str]]:
+    """Every chat id of the source, ascending, ``size`` at a time (keyset paging, via the indexes)."""
+    after: str | None = None
+    while True:
+        found: set[str] = set()
+        for table, col in _CHAT_KEYS:
+            where, args = (f"WHERE {col} > ?", (after, size)) if after is not None else ("", (size,))
+            sql = f"SELECT DISTINCT {col} FROM main.{table} {where} ORDER BY {col} LIMIT ?"
+            found.update(row[0] for row in conn.execute(sql, args))
+        page = sorted(found)[:size]
+        if not page:
+            return
+        yield page
+        after = page[-1]
+
+
+def _eligible(conn: sqlite3.Connection, page: list[str], report: ArchiveReport) -> list[str]:
+    """The chats of ``page`` that may move; counts the others in ``report.chats_skipped``."""
+    eligible = []
+    for chat_id, active, newest in conn.execute(_NEWEST, (json.dumps(page),)):
+        if active and not report.include_active:
+            report.chats_skipped["active"] += 1
+        elif newest >= report.cutoff:
+            report.chats_skipped["recent"] += 1
+        else:
+            eligible.append(chat_id)
+    return eligible
+
+
+def _archive_batch(conn: sqlite3.Connection, chats: list[str], report: ArchiveReport) -> None:
+    """Move (or count, in a dry run) one batch; on a conflict retry chat by chat to isolate it."""
+    report.batches += 1
+    if report.dry_run:
+        load_batch(conn, chats)
+        report.rows_moved.add(count_rows(conn))
+        report.chats_moved += len(chats)
+        return
+    result = move_batch(conn, chats)
+    if result.conflict is None:
+        _record(report, result, len(chats))
+        return
+    for chat_id in chats:
+        single = move_batch(conn, [chat_id]) if len(chats) > 1 else result
+        if single.conflict is None:
+            _record(report, single, 1)
+        else:
+            report.chats_skipped["conflict"] += 1
+            report.findings.append(_conflict_finding(single, chat_id, str(report.archive)))
+
+
+def _record(report: ArchiveReport, result: BatchResult, chats: int) -> None:
+    report.chats_moved += chats
+    report.rows_moved.add(result.moved)
+    report.rows_already_in_archive.add(result.already)
+
+
+def _conflict_finding(result: BatchResult, chat_id: str, other: str) -> Finding:
+    conflict = result.conflict
+    assert conflict is not None
+    return Finding(
+        code="archive.conflict", severity="error", table=conflict.table, record_id=chat_id, key=conflict.key,
+        message=f"chat {chat_id!r}: {conflict.table} row {conflict.key!r} is in both files with different bytes;"
+                " the chat was not moved and nothing was overwritten",
+        hint=f"compare the chat in both files (`steerable-maint history` on each, {other}); "
+             "move or delete one copy by hand, then re-run")
+
+
+def restore(archive_path: str | os.PathLike[str], *, to: str | os.PathLike[str], chat_id: str,
+            progress: Progress | None = None) -> RestoreReport:
+    """Move one chat from the archive back into the store ``to``; see module doc.
+
+    Raises UsageError when neither file holds the chat; if only ``to`` holds it (a re-run
+    after a finished restore) the report says so and nothing changes.
+    """
+    refuse_same_store(archive_path, to)
+    report = RestoreReport(path=str(archive_path), target=str(to), chat_id=chat_id)
+    progress = progress or no_progress
+    with open_store(archive_path) as conn, _destination(conn, to, create=False, readonly=False):
+        prepare(conn)
+        if _holds_chat(conn, "main", chat_id):
+            _restore_chat(conn, report)
+        elif _holds_chat(conn, "dst", chat_id):
+            report.findings.append(_already_restored(report))
+        else:
+            raise UsageError(f"chat {chat_id!r} is in neither {archive_path} nor {to}", path=str(archive_path),
+                             hint="check the chat id; `steerable-maint search ARCHIVE.db WORDS` finds archived chats")
+        progress("restore chat", 1, 1)
+    return report
+
+
+def _restore_chat(conn: sqlite3.Connection, report: RestoreReport) -> None:
+    result = move_batch(conn, [report.chat_id])
+    if result.conflict is not None:
+        report.findings.append(_conflict_finding(result, report.chat_id, report.target))
+        return
+    report.restored = True
+    report.rows_moved = result.moved
+    report.rows_already_in_target = result.already
+
+
+def _holds_chat(conn: sqlite3.Connection, schema: str, chat_id: str) -> bool:
+    return any(conn.execute(f"SELECT 1 FROM {schema}.{table} WHERE {col} = ? LIMIT 1", (chat_id,)).fetchone()
+               for table, col in _CHAT_KEYS)
+
+
+def _already_restored(report: RestoreReport) -> Finding:
+    return Finding(code="restore.already_restored", severity="info", record_id=report.chat_id,
+                   message=f"chat {report.chat_id!r} is not in the archive and is already in {Path(report.target).name}",
+                   hint="nothing to do; a previous restore finished")
