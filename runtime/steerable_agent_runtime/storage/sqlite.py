@@ -303,7 +303,7 @@ class SqliteStorage:
                         if len(chats) >= limit:
                             break
             except sqlite3.OperationalError as exc:
-                if "fts5" not in str(exc) and "syntax" not in str(exc):
+                if any(word in str(exc) for word in ("malformed", "disk I/O", "locked", "corrupt")):
                     raise
                 raise UsageError(f"search query rejected: {exc}",
                                  hint='put the words in double quotes to search for them literally, e.g. \'"foo-bar"\'') from None
