@@ -216,3 +216,47 @@ def test_progress_callback_is_called(store, tmp_path: Path) -> None:
     phases: list[str] = []
     salvage(db, tmp_path / "out.jsonl", progress=lambda phase, done, total: phases.append(phase))
     assert "read" in phases and "export" in phases
+
+
+# --- the CLI: parse, one call, render, exit code -----------------------------------------
+from click.testing import CliRunner  # noqa: E402
+
+from steerable_maint.cli import main  # noqa: E402
+
+
+def test_cli_healthy_store_exits_0_with_summary_on_stderr(store, tmp_path: Path) -> None:
+    db, rows = store
+    result = CliRunner().invoke(main, ["salvage", str(db), "--out", str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 0, result.stderr
+    assert "sqlite" in result.stderr and result.stdout == ""
+    assert len(_lines(tmp_path / "o.jsonl")) == len(rows)
+
+
+def test_cli_json_twin_prints_exactly_the_report(store, tmp_path: Path) -> None:
+    db, rows = store
+    result = CliRunner().invoke(main, ["salvage", str(db), "--out", str(tmp_path / "o.jsonl"), "--json"])
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    assert report["job"] == "salvage" and report["rows_written"] == len(rows) and report["findings"] == []
+
+
+def test_cli_damaged_store_exits_1_and_json_names_the_damage(store, tmp_path: Path) -> None:
+    db, _ = store
+    zero_page1(db, random.Random(0))
+    result = CliRunner().invoke(main, ["salvage", str(db), "--out", str(tmp_path / "o.jsonl"), "--json"])
+    assert result.exit_code == 1
+    codes = {f["code"] for f in json.loads(result.stdout)["findings"]}
+    assert "salvage.db_header_damaged" in codes
+
+
+def test_cli_existing_output_exits_3_with_error_and_hint(store, tmp_path: Path) -> None:
+    db, _ = store
+    (tmp_path / "o.jsonl").write_text("x")
+    result = CliRunner().invoke(main, ["salvage", str(db), "--out", str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 3
+    assert result.stderr.startswith("Error: ") and "Hint: " in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_missing_out_is_a_usage_error(store) -> None:
+    db, _ = store
+    assert CliRunner().invoke(main, ["salvage", str(db)]).exit_code == 2

@@ -1,0 +1,52 @@
+"""steerable-maint salvage DB --out FILE.jsonl [--rebuild NEW.db] [--force] [--json]."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from steerable_agent_runtime.maintenance.salvage import SalvageReport, salvage
+
+from ..render import run_job, stderr
+
+_SOURCES = ("btree", "unallocated", "freelist", "wal")
+
+
+@click.command(help="Export every decodable row to JSONL (one object per row copy), also when SQLite "
+                    "refuses the file; never writes the source. --rebuild writes a fresh store from the "
+                    "newest verified copy of each row. Exit: 0 all recovered and verified; 1 rows lost "
+                    "or unverified; 2 bad arguments; 3 cannot run (not a store, output exists, lease held).")
+@click.argument("db", type=click.Path(dir_okay=True, path_type=str))
+@click.option("--out", required=True, type=click.Path(path_type=str), help="The JSONL file to write (created 0600).")
+@click.option("--rebuild", type=click.Path(path_type=str), default=None, help="Also write a fresh store here.")
+@click.option("--force", is_flag=True, help="Replace existing output files.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+def command(db: str, out: str, rebuild: str | None, force: bool, as_json: bool) -> None:
+    run_job(lambda progress: salvage(db, out, rebuild=rebuild, force=force, progress=progress),
+            as_json=as_json, render=_render)
+
+
+def _render(report: SalvageReport) -> None:
+    """The summary goes to stderr: the rows themselves are in the JSONL file."""
+    table = Table(title=f"salvage {report.path} -> {report.out} ({report.method})")
+    for name in ("table", "keys", "verified", "unverified", "invalid", "superseded", "uncommitted", *_SOURCES):
+        table.add_column(name, justify="left" if name == "table" else "right")
+    for name, t in sorted(report.tables.items()):
+        table.add_row(name, *(str(v) for v in (t.keys, t.verified, t.unverified, t.invalid, t.superseded,
+                                                t.uncommitted)),
+                      *(str(t.copies_by_source.get(s, 0)) for s in _SOURCES))
+    stderr.print(table)
+    stderr.print(f"{report.rows_written} row copies written; page size {report.page_size} ({report.page_size_source})",
+                 highlight=False)
+    if report.rebuild:
+        placed = sum(report.rebuilt.values())
+        stderr.print(f"rebuilt {report.rebuild}: {placed} rows placed, {report.unplaced_total} not placed",
+                     highlight=False)
+    _render_findings_to_stderr(report)
+
+
+def _render_findings_to_stderr(report: SalvageReport) -> None:
+    colours = {"error": "red", "warning": "yellow", "info": "cyan"}
+    for f in report.findings:
+        stderr.print(f"[{colours[f.severity]}]{f.severity}[/] {f.code}: {f.message}", markup=True, highlight=False)
+        stderr.print(f"  hint: {f.hint}", markup=False, highlight=False)
