@@ -1,0 +1,382 @@
+"""Maintenance figures: check, compact, archive, salvage and peak memory.
+
+They call the maintenance library (steerable_agent_runtime.maintenance.check.check,
+.compact.compact, .archive.archive, .salvage.salvage) rather than re-implementing any of
+it; a module that is missing or fails to import gives a "not available: <reason>" row,
+never a number. Write jobs run on fresh copies of the generated store, one per
+repetition, and the copy is not timed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import zlib
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+import make_store
+from harness import (Row, Settings, copy_store, fmt_bytes, fmt_rate, fmt_seconds, interleave, log, median, profiled,
+                     remove_store, timed, verdict)
+
+from steerable_agent_runtime.storage.schema import create_schema
+
+CHECK_QUICK_TARGET = 1.5
+CHECK_ROWS_TARGET = 150_000
+COMPACT_TARGET = 1.3
+ARCHIVE_TARGET = 2.0
+SALVAGE_TARGET = 1.0
+RSS_TARGET = 1.25
+OLDER_THAN = make_store.BASE_TIME - make_store.CUTOFF  # with now=BASE_TIME: cutoff = CUTOFF
+
+
+def _job(name: str) -> tuple[Callable[..., Any] | None, str]:
+    """The maintenance function ``name`` (module of the same name), or None and why not."""
+    try:
+        module = importlib.import_module(f"steerable_agent_runtime.maintenance.{name}")
+    except Exception as exc:  # a missing or half-written module must not stop the other figures
+        return None, f"steerable_agent_runtime.maintenance.{name} does not import ({type(exc).__name__}: {exc})"
+    fn = getattr(module, name, None)
+    if fn is None:
+        return None, f"steerable_agent_runtime.maintenance.{name} has no {name}()"
+    return fn, ""
+
+
+def _ro(path: str | Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+# check -------------------------------------------------------------------------------
+def check_rows(settings: Settings) -> list[Row]:
+    check, why = _job("check")
+    if check is None:
+        return [Row.unavailable("check --quick vs PRAGMA quick_check", f"<= {CHECK_QUICK_TARGET:g}x", why),
+                Row.unavailable("full check, history rows/s", f">= {CHECK_ROWS_TARGET:,}/s", why)]
+    info = settings.main_store()
+    return [_check_quick(settings, check, info), _check_full(settings, check, info)]
+
+
+def _check_quick(settings: Settings, check: Callable[..., Any], info: make_store.StoreInfo) -> Row:
+    reports = []
+
+    def ours(rep: int) -> float:
+        seconds, report = timed(lambda: profiled(settings, "check-quick", lambda: check(info.path, quick=True))
+                                if rep == 0 else check(info.path, quick=True))
+        reports.append(report)
+        return seconds
+
+    def baseline(rep: int) -> float:
+        conn = _ro(info.path)
+        try:
+            seconds, result = timed(lambda: conn.execute("PRAGMA quick_check").fetchall())
+        finally:
+            conn.close()
+        if result != [("ok",)]:
+            raise RuntimeError(f"PRAGMA quick_check of the generated store: {result[:3]}")
+        return seconds
+
+    mine, theirs = interleave(settings.heavy_reps, ours, baseline)
+    ratio = median(mine) / median(theirs)
+    return Row(figure="check --quick vs PRAGMA quick_check", ours=fmt_seconds(median(mine)),
+               baseline=fmt_seconds(median(theirs)), ratio=ratio, target=f"<= {CHECK_QUICK_TARGET:g}x",
+               met=verdict(ratio <= CHECK_QUICK_TARGET), note=_errors_note(reports[-1]) + _size_note(info),
+               raw={"ours_s": mine, "baseline_s": theirs})
+
+
+def _check_full(settings: Settings, check: Callable[..., Any], info: make_store.StoreInfo) -> Row:
+    reports = []
+
+    def ours(rep: int) -> float:
+        seconds, report = timed(lambda: profiled(settings, "check-full", lambda: check(info.path))
+                                if rep == 0 else check(info.path))
+        reports.append(report)
+        return seconds
+
+    def baseline(rep: int) -> float:
+        return _raw_history_scan(info.path)
+
+    mine, theirs = interleave(settings.heavy_reps, ours, baseline)
+    ours_rate, base_rate = info.history_rows / median(mine), info.history_rows / median(theirs)
+    return Row(figure="full check, history rows/s", ours=fmt_rate(ours_rate),
+               baseline=fmt_rate(base_rate) + " raw scan", ratio=base_rate / ours_rate,
+               target=f">= {CHECK_ROWS_TARGET:,}/s", met=verdict(ours_rate >= CHECK_ROWS_TARGET),
+               note=(f"rows/s = {info.history_rows:,} history rows / whole check time (all tables); baseline: "
+                     "SELECT data, crc FROM history + crc32 + json.loads per row; ratio = baseline rate / ours. ")
+               + _errors_note(reports[-1]),
+               raw={"ours_s": mine, "baseline_s": theirs})
+
+
+def _raw_history_scan(path: str) -> float:
+    conn = _ro(path)
+    try:
+        def scan() -> None:
+            for data, crc in conn.execute("SELECT CAST(data AS BLOB), crc FROM history"):
+                if zlib.crc32(data) != crc:
+                    raise RuntimeError("checksum mismatch in the generated store")
+                json.loads(data)
+        seconds, _ = timed(scan)
+    finally:
+        conn.close()
+    return seconds
+
+
+def _errors_note(report: Any) -> str:
+    errors = getattr(report, "has_errors", None)
+    counts = getattr(report, "counts", {})
+    return f"report: {'ERRORS ' + str(counts) if errors else 'clean'}. "
+
+
+def _size_note(info: make_store.StoreInfo) -> str:
+    return f"{info.chats}x{info.entries} store, {info.bytes / 2**20:,.0f} MiB. "
+
+
+# compact -----------------------------------------------------------------------------
+_OLD_TRACES = "SELECT trace_id FROM traces WHERE started_at < ?"
+
+
+def compact_rows(settings: Settings) -> list[Row]:
+    compact, why = _job("compact")
+    figure = "compact (half the traces) vs DELETE+VACUUM"
+    if compact is None:
+        return [Row.unavailable(figure, f"<= {COMPACT_TARGET:g}x", why)]
+    info = settings.main_store()
+    work = settings.scratch / "compact.db"
+    pruned = []
+
+    def ours(rep: int) -> float:
+        copy_store(info.path, work)
+        run = lambda: compact(work, older_than=OLDER_THAN, now=make_store.BASE_TIME)  # noqa: E731
+        seconds, report = timed(lambda: profiled(settings, "compact", run) if rep == 0 else run())
+        pruned.append(report.traces)
+        remove_store(work)
+        return seconds
+
+    def baseline(rep: int) -> float:
+        copy_store(info.path, work)
+        conn = sqlite3.connect(work, isolation_level=None)
+        try:
+            def plain() -> None:
+                conn.execute("BEGIN IMMEDIATE")
+                for table in ("events", "spans"):
+                    conn.execute(f"DELETE FROM {table} WHERE trace_id IN ({_OLD_TRACES})", (info.cutoff,))
+                conn.execute("DELETE FROM traces WHERE started_at < ?", (info.cutoff,))
+                conn.execute("COMMIT")
+                conn.execute("VACUUM")
+            seconds, _ = timed(plain)
+        finally:
+            conn.close()
+            remove_store(work)
+        return seconds
+
+    mine, theirs = interleave(settings.heavy_reps, ours, baseline)
+    if set(pruned) != {info.old_traces}:
+        raise RuntimeError(f"compact pruned {pruned} traces, expected {info.old_traces}")
+    ratio = median(mine) / median(theirs)
+    return [Row(figure=figure, ours=fmt_seconds(median(mine)), baseline=fmt_seconds(median(theirs)), ratio=ratio,
+                target=f"<= {COMPACT_TARGET:g}x", met=verdict(ratio <= COMPACT_TARGET),
+                note=f"{info.old_traces:,} of {info.traces:,} traces pruned, with VACUUM. " + _size_note(info),
+                raw={"ours_s": mine, "baseline_s": theirs})]
+
+
+# archive -----------------------------------------------------------------------------
+_IDLE_CHATS = ("CREATE TEMP TABLE idle AS SELECT chat_id FROM main.sessions GROUP BY chat_id"
+               " HAVING max(is_active) = 0 AND max(updated_at) < ?")
+_MOVES = (
+    ("sessions", "chat_id IN (SELECT chat_id FROM temp.idle)"),
+    ("messages", "chat_id IN (SELECT chat_id FROM temp.idle)"),
+    ("history", "record_id IN (SELECT chat_id FROM temp.idle)"),
+    ("traces", "chat_id IN (SELECT chat_id FROM temp.idle)"),
+    ("spans", "trace_id IN (SELECT trace_id FROM main.traces WHERE chat_id IN (SELECT chat_id FROM temp.idle))"),
+    ("events", "trace_id IN (SELECT trace_id FROM main.traces WHERE chat_id IN (SELECT chat_id FROM temp.idle))"),
+)
+
+
+def archive_rows(settings: Settings) -> list[Row]:
+    archive, why = _job("archive")
+    figure = "archive (half the chats) vs plain SQL move"
+    if archive is None:
+        return [Row.unavailable(figure, f"<= {ARCHIVE_TARGET:g}x", why)]
+    info = settings.main_store()
+    src, dst = settings.scratch / "archive-src.db", settings.scratch / "archive-dst.db"
+    moved = []
+
+    def ours(rep: int) -> float:
+        copy_store(info.path, src)
+        remove_store(dst)
+        run = lambda: archive(src, to=dst, older_than=OLDER_THAN, now=make_store.BASE_TIME)  # noqa: E731
+        seconds, report = timed(lambda: profiled(settings, "archive", run) if rep == 0 else run())
+        moved.append(report.chats_moved)
+        remove_store(src)
+        remove_store(dst)
+        return seconds
+
+    def baseline(rep: int) -> float:
+        copy_store(info.path, src)
+        remove_store(dst)
+        conn = sqlite3.connect(src, isolation_level=None)
+        try:
+            seconds, _ = timed(lambda: _plain_move(conn, dst, info.cutoff))
+        finally:
+            conn.close()
+            remove_store(src)
+            remove_store(dst)
+        return seconds
+
+    mine, theirs = interleave(settings.heavy_reps, ours, baseline)
+    if set(moved) != {info.old_chats}:
+        raise RuntimeError(f"archive moved {moved} chats, expected {info.old_chats}")
+    ratio = median(mine) / median(theirs)
+    return [Row(figure=figure, ours=fmt_seconds(median(mine)), baseline=fmt_seconds(median(theirs)), ratio=ratio,
+                target=f"<= {ARCHIVE_TARGET:g}x", met=verdict(ratio <= ARCHIVE_TARGET),
+                note=f"{info.old_chats:,} of {info.chats:,} chats moved to a new archive. " + _size_note(info),
+                raw={"ours_s": mine, "baseline_s": theirs})]
+
+
+def _plain_move(conn: sqlite3.Connection, dst: Path, cutoff: str) -> None:
+    """The same move in plain SQL: a new store-schema file, INSERT ... SELECT, DELETE, one
+    transaction, synchronous=FULL on both files."""
+    new = sqlite3.connect(dst, isolation_level=None)
+    new.execute("PRAGMA journal_mode = WAL")
+    create_schema(new)
+    new.close()
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("ATTACH DATABASE ? AS dst", (str(dst),))
+    conn.execute("PRAGMA dst.synchronous = FULL")
+    conn.execute(_IDLE_CHATS, (cutoff,))
+    conn.execute("BEGIN IMMEDIATE")
+    for table, where in _MOVES:
+        conn.execute(f"INSERT INTO dst.{table} SELECT * FROM main.{table} WHERE {where}")
+    for table, where in reversed(_MOVES):
+        conn.execute(f"DELETE FROM main.{table} WHERE {where}")
+    conn.execute("COMMIT")
+    conn.execute("DETACH DATABASE dst")
+
+
+# salvage -----------------------------------------------------------------------------
+def recover_shell(settings: Settings) -> tuple[str | None, str]:
+    """A sqlite3 shell whose ``.recover`` works (the dbpage table compiled in), or why not.
+
+    Looks at ``--recover-shell``, then executables named sqlite3* under WORK (where the
+    salvage benchmark builds one, as DEVELOPERS.md says)."""
+    candidates = [settings.recover_shell] if settings.recover_shell else sorted(
+        str(p) for p in settings.work.rglob("sqlite3*") if p.is_file() and os.access(p, os.X_OK))
+    for shell in candidates:
+        if _recover_works(shell):
+            return shell, ""
+    looked = settings.recover_shell or f"{settings.work}/**/sqlite3*"
+    return None, f"no sqlite3 shell with a working .recover at {looked} (build it as DEVELOPERS.md says)"
+
+
+def _recover_works(shell: str) -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "t.db"
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE t(x)")
+        conn.execute("INSERT INTO t VALUES ('probe')")
+        conn.commit()
+        conn.close()
+        try:
+            done = subprocess.run([shell, str(db), ".recover"], capture_output=True, text=True, timeout=30)
+        except OSError:
+            return False
+        return done.returncode == 0 and "probe" in done.stdout
+
+
+def salvage_rows(settings: Settings) -> list[Row]:
+    figure = "salvage of a healthy store vs .recover"
+    salvage, why = _job("salvage")
+    if salvage is None:
+        return [Row.unavailable(figure, f"<= {SALVAGE_TARGET:g}x", why)]
+    shell, why = recover_shell(settings)
+    if shell is None:
+        return [Row.unavailable(figure, f"<= {SALVAGE_TARGET:g}x", why)]
+    info = settings.main_store()
+    out = settings.scratch / "salvage.jsonl"
+    written = []
+
+    def ours(rep: int) -> float:
+        out.unlink(missing_ok=True)
+        run = lambda: salvage(info.path, out)  # noqa: E731
+        seconds, report = timed(lambda: profiled(settings, "salvage", run) if rep == 0 else run())
+        written.append(report.rows_written)
+        out.unlink(missing_ok=True)
+        return seconds
+
+    def baseline(rep: int) -> float:
+        with open(out, "wb") as fh:
+            seconds, done = timed(lambda: subprocess.run([shell, "-readonly", info.path, ".recover"], stdout=fh,
+                                                         stderr=subprocess.PIPE))
+        out.unlink(missing_ok=True)
+        if done.returncode != 0:
+            raise RuntimeError(f".recover failed: {done.stderr[:300]!r}")
+        return seconds
+
+    mine, theirs = interleave(settings.heavy_reps, ours, baseline)
+    ratio = median(mine) / median(theirs)
+    return [Row(figure=figure, ours=fmt_seconds(median(mine)), baseline=fmt_seconds(median(theirs)), ratio=ratio,
+                target=f"<= {SALVAGE_TARGET:g}x", met=verdict(ratio <= SALVAGE_TARGET),
+                note=f"{written[-1]:,} rows to JSONL; .recover to an SQL file with {shell}. " + _size_note(info),
+                raw={"ours_s": mine, "baseline_s": theirs})]
+
+
+# peak memory -------------------------------------------------------------------------
+_CHILD = """
+import sys
+from pathlib import Path
+job, db, out = sys.argv[1], sys.argv[2], sys.argv[3]
+if job == "check":
+    from steerable_agent_runtime.maintenance.check import check
+    check(db)
+else:
+    from steerable_agent_runtime.maintenance.salvage import salvage
+    salvage(db, out)
+    Path(out).unlink()
+"""
+
+
+def peak_rss(job: str, db: str, out: Path) -> int:
+    """Peak resident set of one child process running ``job`` on ``db``, in bytes.
+
+    One child per measurement; its own rusage comes from os.wait4 on its pid (getrusage
+    RUSAGE_CHILDREN would report the maximum over every child this process has waited for).
+    """
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD, job, db, str(out)], stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"{job} child exited {proc.returncode}: {err.read().decode(errors='replace')[-500:]}")
+    return usage.ru_maxrss * 1024  # Linux reports KiB
+
+
+def rss_rows(settings: Settings) -> list[Row]:
+    rows = []
+    for job in ("check", "salvage"):
+        figure = f"peak RSS of {job}, store 10x larger"
+        fn, why = _job(job)
+        if fn is None:
+            rows.append(Row.unavailable(figure, f"<= {RSS_TARGET:g}x (flat)", why))
+            continue
+        small, large = settings.small_store(), settings.main_store()
+        out = settings.scratch / f"rss-{job}.jsonl"
+        sizes: dict[str, list[int]] = {"small": [], "large": []}
+        for rep in range(max(1, settings.heavy_reps)):
+            order = (("small", small), ("large", large)) if rep % 2 == 0 else (("large", large), ("small", small))
+            for name, info in order:
+                sizes[name].append(peak_rss(job, info.path, out))
+        s, l = median(sizes["small"]), median(sizes["large"])
+        ratio = l / s
+        rows.append(Row(figure=figure, ours=f"{fmt_bytes(l)} at {large.chats}x{large.entries}",
+                        baseline=f"{fmt_bytes(s)} at {small.chats}x{small.entries}", ratio=ratio,
+                        target=f"<= {RSS_TARGET:g}x (flat)", met=verdict(ratio <= RSS_TARGET),
+                        note=(f"ru_maxrss of one child process per run, median of {len(sizes['large'])}; "
+                              f"stores {small.bytes / 2**20:,.0f} and {large.bytes / 2**20:,.0f} MiB"),
+                        raw=sizes))
+    return rows
