@@ -1,0 +1,172 @@
+"""check: find everything wrong with a store, read-only, without stopping at the first problem.
+
+Checks (DESIGN.md, Maintenance): SQLite integrity (``PRAGMA integrity_check``, or
+``quick_check`` with ``quick``), schema version and tables, every row's checksum, JSON,
+shape and indexed columns (full check only), history seq contiguity, record versions
+(newer -> the downgrade triage, v1 -> legacy), orphans, the lease holder, the ``-wal`` size.
+
+Guarantees: opens the store through :func:`open_readonly` (no lease, no byte changed, no
+file created, one read snapshot); counts every finding and keeps the first
+``max_per_code`` of each code; a part SQLite cannot read becomes a ``sqlite-integrity``
+finding and the other checks still run. A schema newer than this build is a
+``schema-too-new`` finding (rows are then not read), never an exception. Raises only what
+``open_readonly`` raises for a file that is not a readable store.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from ..storage.lease import lease_holder
+from ..storage.schema import SCHEMA_VERSION, TABLES, TableSpec
+from .check_codes import FindingLog
+from .readonly import ReadOnlyConnection, open_readonly
+from .recordcheck import (DowngradeRecord, check_contiguity, stats_from_columns, unknown_types_from_columns,
+                          version_findings)
+from .report import JobReport, Progress, no_progress
+from .rowcheck import RecordStats, scan_entities, scan_history
+
+DEFAULT_WAL_THRESHOLD = 64 << 20
+_INTEGRITY_MAX_ERRORS = 1_000_000
+
+_ORPHANS = (
+    ("orphan-message", "messages", "id", "chat_id", "sessions", "chat_id", "chat"),
+    ("orphan-trace", "traces", "trace_id", "session_id", "sessions", "session_id", "session"),
+    ("orphan-span", "spans", "span_id", "trace_id", "traces", "trace_id", "trace"),
+    ("orphan-event", "events", "event_id", "span_id", "spans", "span_id", "span"),
+)
+
+
+class CheckReport(JobReport):
+    """What check found. ``counts`` has every finding per code; ``findings`` the first N of each."""
+
+    job: str = "check"
+    quick: bool = False
+    access: str = ""
+    schema_version: int = 0
+    integrity_ok: bool | None = None
+    rows: dict[str, int] = {}
+    record_versions: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    downgrades: list[DowngradeRecord] = []
+    lease_holder_pid: int | None = None
+    lease_held: bool = False
+    wal_bytes: int = 0
+
+
+def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: int = 20,
+          wal_threshold_bytes: int = DEFAULT_WAL_THRESHOLD, progress: Progress | None = None) -> CheckReport:
+    """Check the store at ``path`` and return every finding (see the module docstring)."""
+    log, tick = FindingLog(max_per_code), progress or no_progress
+    report = CheckReport(path=str(path), quick=quick)
+    with open_readonly(path, allow_newer_schema=True) as conn:
+        report.access, report.schema_version = conn.strategy, conn.user_version
+        report.integrity_ok = _integrity(conn, quick, log, tick)
+        if _schema_ok(conn, log):
+            _rows(conn, quick, report, log, tick)
+    _lease(path, report, log)
+    _wal(Path(path), wal_threshold_bytes, report, log)
+    report.counts, report.findings = dict(sorted(log.counts.items())), log.findings
+    return report
+
+
+def _integrity(conn: ReadOnlyConnection, quick: bool, log: FindingLog, tick: Progress) -> bool:
+    pragma = "quick_check" if quick else "integrity_check"
+    tick(pragma, 0, None)
+    try:
+        lines = [r[0] for r in conn.execute(f"PRAGMA {pragma}({_INTEGRITY_MAX_ERRORS})")]
+    except sqlite3.DatabaseError as exc:
+        lines = [f"{pragma} could not finish: {exc}"]
+    tick(pragma, 1, 1)
+    problems = [line for line in lines if line != "ok"]
+    for line in problems:
+        log.add("sqlite-integrity", f"{pragma}: {line}")
+    return not problems
+
+
+def _schema_ok(conn: ReadOnlyConnection, log: FindingLog) -> bool:
+    """Whether rows can be read with this build's layout; adds the schema findings."""
+    if conn.user_version > SCHEMA_VERSION:
+        log.add("schema-too-new", f"schema version {conn.user_version} was written by a newer build (this build"
+                f" reads up to {SCHEMA_VERSION}); rows were not checked")
+        return False
+    if conn.user_version < SCHEMA_VERSION:
+        log.add("schema-too-old", f"schema version {conn.user_version}, this build's is {SCHEMA_VERSION}")
+    present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for name in TABLES:
+        if name not in present:
+            log.add("schema-missing-table", f"table {name} is missing", table=name)
+    return all(name in present for name in TABLES)
+
+
+def _guarded(log: FindingLog, what: str, job: Callable[[], object]) -> None:
+    """Run one read; a part SQLite cannot read is a finding, and check goes on."""
+    try:
+        job()
+    except sqlite3.DatabaseError as exc:
+        log.add("sqlite-integrity", f"{what} could not be read to the end: {exc}")
+
+
+def _rows(conn: ReadOnlyConnection, quick: bool, report: CheckReport, log: FindingLog, tick: Progress) -> None:
+    stats = RecordStats()
+    for name, spec in TABLES.items():
+        report.rows[name] = 0
+        if quick:
+            _guarded(log, f"table {name}", lambda name=name: _count(conn, name, report))
+        else:
+            _guarded(log, f"table {name}", lambda name=name, spec=spec: _scan(conn, spec, report, log, stats, tick))
+    _guarded(log, "history seqs", lambda: check_contiguity(conn, log))
+    if quick:
+        _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn)))
+        _guarded(log, "history types", lambda: unknown_types_from_columns(conn, log))
+    report.record_versions = {str(v): n for v, n in sorted(stats.versions.items())}
+    report.downgrades = version_findings(conn, stats, log)
+    _guarded(log, "orphans", lambda: _orphans(conn, log))
+
+
+def _count(conn: ReadOnlyConnection, name: str, report: CheckReport) -> None:
+    report.rows[name] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+
+
+def _scan(conn: ReadOnlyConnection, spec: TableSpec, report: CheckReport, log: FindingLog,
+          stats: RecordStats, tick: Progress) -> None:
+    phase = f"rows: {spec.name}"
+    total = conn.execute(f"SELECT max(rowid) FROM {spec.name}").fetchone()[0]
+
+    def step(done: int) -> None:
+        report.rows[spec.name] = done
+        tick(phase, done, total)
+
+    done = (scan_history(conn, log, stats, step) if spec.name == "history"
+            else scan_entities(conn, spec, log, step))
+    step(done)
+
+
+def _orphans(conn: ReadOnlyConnection, log: FindingLog) -> None:
+    for code, table, key, column, parent, parent_key, noun in _ORPHANS:
+        sql = (f"SELECT {key}, {column} FROM {table} t WHERE NOT EXISTS"
+               f" (SELECT 1 FROM {parent} p WHERE p.{parent_key} = t.{column})")
+        for row_key, ref in conn.execute(sql):
+            log.add(code, f"{table} {row_key!r}: its {noun} {ref!r} does not exist in {parent}",
+                    table=table, key=str(row_key))
+
+
+def _lease(path: str | os.PathLike[str], report: CheckReport, log: FindingLog) -> None:
+    holder = lease_holder(path)
+    if holder is None:
+        return
+    report.lease_held, report.lease_holder_pid = True, holder.pid
+    who = f"pid {holder.pid}" if holder.pid else "a process whose pid is unknown"
+    log.add("lease-held", f"the write lease is held by {who} (found via {holder.method}, without taking it)")
+
+
+def _wal(path: Path, threshold: int, report: CheckReport, log: FindingLog) -> None:
+    try:
+        report.wal_bytes = os.stat(path.with_name(path.name + "-wal")).st_size
+    except FileNotFoundError:
+        return
+    if report.wal_bytes > threshold:
+        log.add("wal-large", f"-wal is {report.wal_bytes} bytes, past the {threshold}-byte threshold")

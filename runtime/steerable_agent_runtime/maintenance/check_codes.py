@@ -1,0 +1,80 @@
+"""The stable finding codes of ``check`` (and the read-only jobs), with severity and remedy.
+
+A code never changes meaning once released; scripts match on it. ``CODES`` is the one
+table: the README's table of check codes is generated from it, and ``FindingLog`` takes
+severity and hint from it so every finding of one code reads the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .report import Finding, Severity
+
+
+@dataclass(frozen=True)
+class Code:
+    """One finding code: how bad it is, what it means, what to do."""
+
+    severity: Severity
+    meaning: str
+    hint: str
+
+
+_SALVAGE = "run `steerable-maint salvage DB --out rows.jsonl` to export every readable row; restore the row from a backup"
+
+CODES: dict[str, Code] = {
+    "sqlite-integrity": Code("error", "PRAGMA integrity_check (quick_check with --quick) reported a problem",
+                             "stop the app, back the files up, then run `steerable-maint salvage DB --out rows.jsonl`"),
+    "schema-too-new": Code("error", "the schema (user_version) is newer than this build reads; rows were not checked",
+                           "upgrade steerable-maint to a build that reads this schema; the file was not modified"),
+    "schema-too-old": Code("warning", "the schema version is older than this build's",
+                           "open the store once with the app so it upgrades the schema"),
+    "schema-missing-table": Code("error", "a table of the schema is missing",
+                                 "the file is not a complete store; run `steerable-maint salvage` to export what is there"),
+    "row-checksum-mismatch": Code("error", "a row's data bytes do not match its CRC-32 (silent corruption)", _SALVAGE),
+    "row-json-invalid": Code("error", "a row's data column is not valid JSON", _SALVAGE),
+    "row-invalid": Code("error", "a row's JSON does not have the shape of its entity", _SALVAGE),
+    "row-column-mismatch": Code("error", "an indexed column disagrees with the row's data JSON",
+                                "the data JSON is authoritative; salvage and rebuild (`steerable-maint salvage --rebuild NEW.db`)"),
+    "record-seq-gap": Code("error", "a history record's seqs are not contiguous from 1 (entries missing)",
+                           "restore the missing entries from a backup; resume still works from the newest checkpoint"),
+    "record-seq-duplicate": Code("error", "a history record holds two entries with one seq",
+                                 "salvage the record and keep one entry per seq (`steerable-maint history DB CHAT`)"),
+    "record-newer-version": Code("error", "a history record holds entries written by a newer build (downgrade)",
+                                 "upgrade the app to a build that reads this record version; the record is intact"),
+    "record-unknown-type": Code("error", "a history entry has a type this build does not know",
+                                "upgrade the app to the build that wrote it; the record is intact"),
+    "record-legacy-version": Code("info", "a history record holds v1 (legacy) entries; they are read by upgrading in memory",
+                                  "nothing to do; v1 entries stay as written"),
+    "orphan-message": Code("warning", "a chat message whose chat has no session",
+                           "archive or delete the chat, or restore its session from a backup"),
+    "orphan-trace": Code("warning", "a trace whose session does not exist",
+                         "`steerable-maint compact` prunes old traces; nothing else refers to it"),
+    "orphan-span": Code("warning", "a span whose trace does not exist",
+                        "`steerable-maint compact` prunes it with old traces; nothing else refers to it"),
+    "orphan-event": Code("warning", "an event whose span does not exist",
+                         "`steerable-maint compact` prunes it with old traces; nothing else refers to it"),
+    "lease-held": Code("info", "a process holds the write lease (the app is running)",
+                       "nothing to do for read-only jobs; write jobs wait until it exits"),
+    "wal-large": Code("warning", "the -wal file is past the size threshold (checkpoints are not keeping up)",
+                      "let the app checkpoint (stop long readers), or restart the app when idle"),
+}
+
+
+class FindingLog:
+    """Counts every finding per code and keeps the first ``max_per_code`` of each."""
+
+    def __init__(self, max_per_code: int) -> None:
+        self.max_per_code = max_per_code
+        self.counts: dict[str, int] = {}
+        self.findings: list[Finding] = []
+
+    def add(self, code: str, message: str, *, hint: str | None = None, **where: object) -> None:
+        """Record one finding of ``code``; its severity (and default hint) come from CODES."""
+        seen = self.counts.get(code, 0)
+        self.counts[code] = seen + 1
+        if seen < self.max_per_code:
+            spec = CODES[code]
+            self.findings.append(Finding(code=code, severity=spec.severity, message=message,
+                                         hint=hint or spec.hint, **where))  # type: ignore[arg-type]

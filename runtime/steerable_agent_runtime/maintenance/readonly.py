@@ -1,0 +1,179 @@
+"""Open a store for reading without taking its lease and without touching a byte of it.
+
+:func:`open_readonly` is how every read-only job (check, inspect, history, search) reads a
+store, including while the app owns it and has committed rows only in the ``-wal``.
+
+Strategy, and why (SQLite facts, https://www.sqlite.org/wal.html section 5 and the URI
+parameters page):
+
+- ``mode=ro`` alone is not enough: it writes read marks into ``-shm`` and creates
+  ``-wal``/``-shm`` when they are missing. ``immutable=1`` ignores the ``-wal`` (committed
+  rows would be invisible). A 0-byte db beside a ``-wal`` makes even ``mode=ro`` delete the
+  ``-wal`` (fileprobe refuses an empty file before we get there).
+- ``shared``: when ``-wal`` AND ``-shm`` exist (the app is running, or it crashed), open
+  ``file:DB?mode=ro&readonly_shm=1``. SQLite then maps ``-shm`` read-only, never writes a
+  read mark, never recovers or checkpoints, and when the ``-shm`` is stale (a writer
+  crashed) it rebuilds the wal-index in private heap memory. Nothing is created. Committed
+  ``-wal`` frames are visible; the owner keeps writing (WAL readers never block writers).
+- ``copy``: otherwise (no ``-wal`` or no ``-shm``: the store is quiescent, or a file was
+  copied without its ``-shm``), or when the shared open fails, copy the db and its ``-wal``
+  into a private directory (``tempfile.mkdtemp``: mode 0700, never the db's directory) and
+  open the copy. The copy is taken between two stats of the source; if the source changed
+  in between (a writer started) the copy is retried, and then the shared mode is tried
+  again. The private directory is removed on exit.
+
+Guarantees: never takes the lease, never checkpoints, creates no file next to the db and
+changes no byte of db, ``-wal`` or ``-shm`` when no connection in *this* process has the
+store open (SQLite shares one ``-shm`` mapping per process, so an in-process owner's
+writable mapping would be reused). Raises NotAStoreError (missing, directory, unreadable,
+empty, not SQLite, another application's database, no steerable tables),
+DatabaseDamagedError (SQLite refuses the file) and, unless ``allow_newer_schema``,
+SchemaTooNewError. The connection is ``PRAGMA query_only`` and inside one read
+transaction, so every query of a job sees the same snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import DatabaseDamagedError, NotAStoreError
+from ..storage.fileprobe import probe, refuse_foreign, refuse_newer_schema
+from ..storage.schema import APPLICATION_ID
+
+_COPY_ATTEMPTS = 3
+
+
+class ReadOnlyConnection(sqlite3.Connection):
+    """A sqlite3 connection that knows how it was opened.
+
+    ``strategy`` is ``shared`` (the live files, ``readonly_shm``) or ``copy`` (a private
+    copy); ``source`` is the store's path; ``user_version`` and ``application_id`` are what
+    SQLite reports (the ``-wal`` may be newer than the file header).
+    """
+
+    strategy: str = ""
+    source: Path = Path()
+    user_version: int = 0
+    application_id: int = 0
+
+
+@contextmanager
+def open_readonly(path: str | os.PathLike[str], *, allow_newer_schema: bool = False) -> Iterator[ReadOnlyConnection]:
+    """Yield a read-only connection to the store at ``path`` (see the module docstring)."""
+    source = Path(path)
+    refuse_foreign(probe(source), source)
+    conn, private_dir = _open(source)
+    try:
+        _adopt(conn, source, allow_newer_schema)
+        yield conn
+    finally:
+        conn.close()
+        if private_dir is not None:
+            shutil.rmtree(private_dir, ignore_errors=True)
+
+
+def _sidecar(source: Path, suffix: str) -> Path:
+    return source.with_name(source.name + suffix)
+
+
+def _open(source: Path) -> tuple[ReadOnlyConnection, Path | None]:
+    for _ in range(_COPY_ATTEMPTS):
+        if _sidecar(source, "-wal").exists() and _sidecar(source, "-shm").exists():
+            conn = _try_shared(source)
+            if conn is not None:
+                return conn, None
+        private_dir = _private_copy(source)
+        if private_dir is not None:
+            return _connect(private_dir / source.name, "copy", source), private_dir
+    raise DatabaseDamagedError(
+        f"{source}: the store kept changing while it was being copied for a read-only open",
+        path=str(source), hint="re-run the command; if it keeps failing, stop the app for a moment")
+
+
+def _try_shared(source: Path) -> ReadOnlyConnection | None:
+    """Open the live files with readonly_shm; None when SQLite cannot (e.g. -shm vanished)."""
+    try:
+        conn = _connect(source, "shared", source, "&readonly_shm=1")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from None
+    return conn
+
+
+def _connect(db: Path, strategy: str, source: Path, extra: str = "") -> ReadOnlyConnection:
+    uri = f"{db.resolve().as_uri()}?mode=ro{extra}"
+    conn = sqlite3.connect(uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
+                           check_same_thread=False)
+    conn.strategy, conn.source = strategy, source
+    return conn
+
+
+def _fingerprint(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _private_copy(source: Path) -> Path | None:
+    """Copy db and -wal into a fresh 0700 directory; None if the source changed meanwhile."""
+    files = [source, _sidecar(source, "-wal"), _sidecar(source, "-shm")]
+    before = [_fingerprint(f) for f in files]
+    private_dir = Path(tempfile.mkdtemp(prefix="steerable-ro-", dir=_temp_base(source)))
+    try:
+        for name in files[:2]:
+            if name.exists():
+                _copy_private(name, private_dir / name.name)
+    except FileNotFoundError:
+        shutil.rmtree(private_dir, ignore_errors=True)
+        return None
+    except OSError as exc:
+        shutil.rmtree(private_dir, ignore_errors=True)
+        raise NotAStoreError(f"{source}: cannot read it: {exc.strerror}", path=str(source),
+                             hint="run as the user that owns the file") from None
+    if [_fingerprint(f) for f in files] != before:
+        shutil.rmtree(private_dir, ignore_errors=True)
+        return None
+    return private_dir
+
+
+def _copy_private(src: Path, dst: Path) -> None:
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+def _temp_base(source: Path) -> str | None:
+    """The system temp dir, unless it is the db's own directory (then another one)."""
+    home = source.resolve().parent
+    for base in (tempfile.gettempdir(), "/dev/shm", "/var/tmp", str(Path.home())):
+        if os.path.isdir(base) and Path(base).resolve() != home and os.access(base, os.W_OK):
+            return base
+    raise NotAStoreError(f"{source}: no private temp directory outside the database's directory",
+                         path=str(source), hint="set TMPDIR to a writable directory elsewhere")
+
+
+def _adopt(conn: ReadOnlyConnection, source: Path, allow_newer_schema: bool) -> None:
+    """Read the markers SQLite sees and refuse what is not a readable steerable store."""
+    try:
+        conn.execute("PRAGMA query_only = 1")
+        conn.execute("BEGIN")  # one read snapshot for every query of the job
+        conn.user_version = conn.execute("PRAGMA user_version").fetchone()[0]
+        conn.application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from None
+    if conn.application_id != APPLICATION_ID or not tables:
+        raise NotAStoreError(f"{source}: a SQLite database that is not a steerable store", path=str(source),
+                             hint="pass the app's sessions database (it carries application_id 0x53544552)")
+    if not allow_newer_schema:
+        refuse_newer_schema(conn.user_version, source)

@@ -1,0 +1,108 @@
+"""check's per-record pass: seq contiguity, record versions, the downgrade triage.
+
+Contiguity is computed in SQL (count, distinct count, min, max per record over the
+primary-key index), and only a record that fails it is read seq by seq to name its gaps and
+duplicates. Versions come from the row scan (full check) or from the ``v`` column (quick).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..history import ENTRY_TYPES, RECORD_FORMAT_VERSION
+from .check_codes import FindingLog
+from .rowcheck import RecordStats
+
+USER_MESSAGE = ("Your conversation was saved by a newer version of the app. It is safe and has not been"
+                " changed. Please update the app to the latest version to open and continue it.")
+"""What support tells the user whose chat holds entries from a newer build."""
+
+
+class DowngradeRecord(BaseModel):
+    """One chat whose history record holds entries this build cannot read (a downgrade)."""
+
+    record_id: str
+    versions: list[int]
+    entries: int
+    first_seq: int
+    user_ids: list[str]
+    intact: bool = True
+    remedy: str
+    tell_the_user: str = USER_MESSAGE
+
+
+def check_contiguity(conn: Any, log: FindingLog) -> None:
+    """Add record-seq-gap / record-seq-duplicate findings for every record that needs them."""
+    sql = ("SELECT record_id, count(*), count(DISTINCT seq), min(seq), max(seq) FROM history"
+           " GROUP BY record_id HAVING count(*) != count(DISTINCT seq) OR min(seq) != 1 OR max(seq) != count(*)")
+    for record_id, *_ in conn.execute(sql).fetchall():
+        seqs = [s for (s,) in conn.execute("SELECT seq FROM history WHERE record_id = ? ORDER BY seq", (record_id,))]
+        _report_record(record_id, seqs, log)
+
+
+def _report_record(record_id: str, seqs: list[int], log: FindingLog) -> None:
+    expected, previous = 1, None
+    for seq in seqs:
+        if seq == previous:
+            log.add("record-seq-duplicate", f"record {record_id!r}: two or more entries carry seq {seq}",
+                    table="history", record_id=record_id, seq=seq)
+        elif seq > expected:
+            missing = f"seq {expected}" if seq == expected + 1 else f"seqs {expected}..{seq - 1}"
+            log.add("record-seq-gap", f"record {record_id!r}: {missing} missing (next present: {seq})",
+                    table="history", record_id=record_id, seq=expected)
+        previous, expected = seq, max(expected, seq + 1)
+
+
+def stats_from_columns(conn: Any) -> RecordStats:
+    """Record versions from the ``v`` column only (quick mode: no JSON is decoded)."""
+    stats = RecordStats()
+    for v, count in conn.execute("SELECT v, count(*) FROM history GROUP BY v"):
+        stats.versions[v] += count
+    sql = "SELECT record_id, v, count(*), min(seq) FROM history WHERE v > ? OR v = 1 GROUP BY record_id, v"
+    for record_id, v, count, first in conn.execute(sql, (RECORD_FORMAT_VERSION,)):
+        slots = stats.legacy if v == 1 else stats.newer.setdefault(record_id, {})
+        slots[record_id if v == 1 else v] = [count, first]
+    return stats
+
+
+def unknown_types_from_columns(conn: Any, log: FindingLog) -> None:
+    """Quick mode: entries whose ``type`` column names no type this build knows."""
+    sql = ("SELECT record_id, seq, v, type FROM history WHERE v <= ? AND type NOT IN"
+           f" ({', '.join('?' * len(ENTRY_TYPES))}) ORDER BY record_id, seq")
+    for record_id, seq, v, kind in conn.execute(sql, (RECORD_FORMAT_VERSION, *ENTRY_TYPES)):
+        log.add("record-unknown-type", f"history record {record_id!r} seq {seq}: unknown entry type {kind!r}"
+                f" (v{v}); the entry is intact", table="history", record_id=record_id, seq=seq)
+
+
+def version_findings(conn: Any, stats: RecordStats, log: FindingLog) -> list[DowngradeRecord]:
+    """Add the downgrade and legacy findings; return the downgrade triage, one per chat."""
+    downgrades = [_downgrade(conn, record_id, versions) for record_id, versions in sorted(stats.newer.items())]
+    for d in downgrades:
+        log.add("record-newer-version", _downgrade_message(d), hint=f"{d.remedy}. Tell the user: \"{d.tell_the_user}\"",
+                table="history", record_id=d.record_id, seq=d.first_seq)
+    for record_id, (count, first) in sorted(stats.legacy.items()):
+        log.add("record-legacy-version", f"record {record_id!r}: {count} v1 entries (first at seq {first});"
+                " read by upgrading in memory", table="history", record_id=record_id, seq=first)
+    return downgrades
+
+
+def _downgrade(conn: Any, record_id: str, versions: dict[int, list[int]]) -> DowngradeRecord:
+    users = [u for (u,) in conn.execute("SELECT DISTINCT user_id FROM sessions WHERE chat_id = ? ORDER BY user_id",
+                                        (record_id,))]
+    newest = max(versions)
+    return DowngradeRecord(
+        record_id=record_id, versions=sorted(versions), entries=sum(c for c, _ in versions.values()),
+        first_seq=min(s for _, s in versions.values()), user_ids=users,
+        remedy=f"upgrade the app to a build that reads record v{newest} (this build reads up to"
+               f" v{RECORD_FORMAT_VERSION}); do not edit or delete the record",
+    )
+
+
+def _downgrade_message(d: DowngradeRecord) -> str:
+    versions = ", ".join(f"v{v}" for v in d.versions)
+    users = f" (user {', '.join(d.user_ids)})" if d.user_ids else ""
+    return (f"chat {d.record_id!r}{users}: {d.entries} history entries written by a newer build ({versions};"
+            f" this build reads up to v{RECORD_FORMAT_VERSION}), first at seq {d.first_seq}. The record is intact"
+            " and unmodified; it needs a newer build to be read")

@@ -1,0 +1,147 @@
+"""check's per-row pass: checksum, JSON, shape and indexed columns of every row.
+
+One sequential scan per table (rowid order: the cheapest order SQLite can read). For each
+row: CRC-32 of ``CAST(data AS BLOB)`` against ``crc``; ``json.loads``; the cheap shape of
+its entity (shapes.py); each indexed column against the JSON field it duplicates. History
+rows also feed :class:`RecordStats` (versions per record), which recordcheck turns into the
+downgrade and legacy findings. A row with a problem is counted and the scan goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..history import ENTRY_TYPES, RECORD_FORMAT_VERSION
+from ..storage.schema import TableSpec
+from .check_codes import FindingLog
+from .shapes import SHAPES, entry_shape
+
+Tick = Callable[[int], None]
+_TICK_EVERY = 0x3FFF
+
+
+@dataclass
+class RecordStats:
+    """What the history scan learned about record versions.
+
+    ``versions``: entries per version; ``newer[record][v] = [count, first_seq]`` for
+    versions above RECORD_FORMAT_VERSION; ``legacy[record] = [count, first_seq]`` of v1;
+    ``unknown_types[record]``: entries of unknown type.
+    """
+
+    versions: Counter[int] = field(default_factory=Counter)
+    newer: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    legacy: dict[str, list[int]] = field(default_factory=dict)
+
+    def merge(self, other: "RecordStats") -> None:
+        """Take over everything ``other`` counted (quick mode counts from columns)."""
+        self.versions.update(other.versions)
+        self.newer.update(other.newer)
+        self.legacy.update(other.legacy)
+
+    def note(self, record_id: str, v: int, seq: int) -> None:
+        """Count one entry of version ``v`` (only newer and legacy are kept per record)."""
+        self.versions[v] += 1
+        if v > RECORD_FORMAT_VERSION:
+            _first(self.newer.setdefault(record_id, {}), v, seq)
+        elif v == 1:
+            _first(self.legacy, record_id, seq)
+
+
+def _first(slots: dict[Any, list[int]], key: Any, seq: int) -> None:
+    slot = slots.get(key)
+    if slot is None:
+        slots[key] = [1, seq]
+    else:
+        slot[0] += 1
+        slot[1] = min(slot[1], seq)
+
+
+def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick) -> int:
+    """Check every history row; return how many rows were read."""
+    cursor = conn.execute("SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc FROM history")
+    crc32, loads, n = zlib.crc32, json.loads, 0
+    for record_id, seq, v_col, type_col, at_col, data, crc in cursor:
+        n += 1
+        if not n & _TICK_EVERY:
+            tick(n)
+        if data is None or crc32(data) != crc:
+            log.add("row-checksum-mismatch", f"history record {record_id!r} seq {seq}: data bytes do not match"
+                    " their CRC-32", table="history", record_id=record_id, seq=seq)
+            continue
+        try:
+            obj = loads(data)
+        except ValueError as exc:
+            log.add("row-json-invalid", f"history record {record_id!r} seq {seq}: data is not JSON ({exc})",
+                    table="history", record_id=record_id, seq=seq)
+            continue
+        _check_entry(obj, (record_id, seq, v_col, type_col, at_col), log, stats)
+    return n
+
+
+def _check_entry(obj: Any, row: tuple[Any, ...], log: FindingLog, stats: RecordStats) -> None:
+    record_id, seq = row[0], row[1]
+    where = {"table": "history", "record_id": record_id, "seq": seq}
+    v = obj.get("v", 1) if type(obj) is dict else None
+    if type(v) is not int or v < 1:
+        log.add("row-invalid", f"history record {record_id!r} seq {seq}: not an entry object with a"
+                f" positive integer version (v={v!r})", **where)
+        return
+    mismatch = _entry_column_mismatch(obj, v, row)
+    if mismatch:
+        log.add("row-column-mismatch", f"history record {record_id!r} seq {seq}: {mismatch}", **where)
+    stats.note(record_id, v, seq)
+    if v > RECORD_FORMAT_VERSION:
+        return
+    if obj.get("type") not in ENTRY_TYPES:
+        log.add("record-unknown-type", f"history record {record_id!r} seq {seq}: unknown entry type"
+                f" {obj.get('type')!r} (v{v}); the entry is intact", **where)
+        return
+    problem = entry_shape(obj)
+    if problem is not None:
+        log.add("row-invalid", f"history record {record_id!r} seq {seq}: {problem}", **where)
+
+
+def _entry_column_mismatch(obj: dict[str, Any], v: int, row: tuple[Any, ...]) -> str | None:
+    _, seq, v_col, type_col, at_col = row
+    for column, stored, in_data in (("seq", seq, obj.get("seq")), ("v", v_col, v),
+                                    ("type", type_col, obj.get("type")), ("at", at_col, obj.get("at"))):
+        if stored != in_data:
+            return f"column {column} = {stored!r} but data says {in_data!r}"
+    return None
+
+
+def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick) -> int:
+    """Check every row of a non-history table; return how many rows were read."""
+    pairs = [(c, f) for c, f in spec.columns.items() if f]
+    key = spec.key[0]
+    sql = f"SELECT {key}, {', '.join(c for c, _ in pairs)}, CAST(data AS BLOB), crc FROM {spec.name}"
+    shape, crc32, loads, n = SHAPES[spec.name], zlib.crc32, json.loads, 0
+    for row in conn.execute(sql):
+        n += 1
+        if not n & _TICK_EVERY:
+            tick(n)
+        data, crc, where = row[-2], row[-1], {"table": spec.name, "key": str(row[0])}
+        if data is None or crc32(data) != crc:
+            log.add("row-checksum-mismatch", f"{spec.name} {row[0]!r}: data bytes do not match their CRC-32", **where)
+            continue
+        try:
+            obj = loads(data)
+        except ValueError as exc:
+            log.add("row-json-invalid", f"{spec.name} {row[0]!r}: data is not JSON ({exc})", **where)
+            continue
+        problem = shape(obj) if type(obj) is dict else "data is not a JSON object"
+        if problem is not None:
+            log.add("row-invalid", f"{spec.name} {row[0]!r}: {problem}", **where)
+            continue
+        for (column, name), stored in zip(pairs, row[1:-2]):
+            if stored != obj.get(name):
+                log.add("row-column-mismatch", f"{spec.name} {row[0]!r}: column {column} = {stored!r} but data"
+                        f" says {obj.get(name)!r}", **where)
+                break
+    return n

@@ -1,0 +1,197 @@
+"""open_readonly and every read-only job: no lease, no byte changed, no file created, -wal rows seen.
+
+The writer is a real child process (writer_child.py) holding the lease with automatic
+checkpoints off, so its commits exist only in the -wal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from steerable_agent_runtime.errors import NotAStoreError, SchemaTooNewError
+from steerable_agent_runtime.maintenance.readonly import open_readonly
+
+from .conftest import FIXTURES, snapshot
+from .readjobs import READ_JOBS, live_rows
+
+NOBODY = 65534
+
+
+def _db_file(conn: sqlite3.Connection) -> Path:
+    return Path(conn.execute("PRAGMA database_list").fetchone()[2])
+
+
+def test_quiescent_store_is_read_from_a_private_copy_that_is_removed(fixture_copy):
+    db = fixture_copy("healthy")
+    before = snapshot(db.parent)
+    with open_readonly(db) as conn:
+        assert conn.strategy == "copy"
+        copy = _db_file(conn)
+        assert copy.parent != db.parent.resolve()
+        assert copy.parent.stat().st_mode & 0o777 == 0o700
+        assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 2
+    assert not copy.parent.exists()
+    assert snapshot(db.parent) == before
+
+
+def test_wal_without_shm_is_copied_with_its_wal_and_no_shm_appears(fixture_copy):
+    db = fixture_copy("wal-pending")
+    before = snapshot(db.parent)
+    with open_readonly(db) as conn:
+        assert conn.strategy == "copy"
+        assert conn.execute("SELECT count(*) FROM sessions WHERE chat_id = 'chat-gamma'").fetchone()[0] == 1
+    assert snapshot(db.parent) == before
+
+
+def test_connection_refuses_writes(fixture_copy):
+    with open_readonly(fixture_copy("healthy")) as conn:
+        with pytest.raises(sqlite3.Error):
+            conn.execute("DELETE FROM sessions")
+
+
+def test_newer_schema_is_refused_unless_allowed(fixture_copy):
+    db = fixture_copy("schema-too-new")
+    with pytest.raises(SchemaTooNewError):
+        with open_readonly(db):
+            pass
+    with open_readonly(db, allow_newer_schema=True) as conn:
+        assert conn.user_version == 2
+
+
+def test_sqlite_file_of_another_kind_is_refused(tmp_path):
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(NotAStoreError, match="not a steerable store"):
+        with open_readonly(other):
+            pass
+
+
+@pytest.mark.parametrize("job", sorted(READ_JOBS))
+def test_read_job_on_quiescent_store_leaves_every_byte_identical(fixture_copy, job):
+    for case in ("healthy", "wal-pending"):
+        db = fixture_copy(case)
+        before = snapshot(db.parent)
+        READ_JOBS[job](db)
+        assert snapshot(db.parent) == before
+
+
+def _live_store(tmp_path: Path, live_writer, rows: int = 20):
+    db = tmp_path / "live.db"
+    writer = live_writer(db)
+    total = writer.write(rows)
+    assert (tmp_path / "live.db-wal").stat().st_size > 0 and (tmp_path / "live.db-shm").exists()
+    return db, writer, total
+
+
+def test_live_writer_commits_are_only_in_the_wal(tmp_path, live_writer):
+    db, _, total = _live_store(tmp_path, live_writer)
+    main_only = tmp_path / "main-only"
+    main_only.mkdir()
+    shutil.copyfile(db, main_only / "live.db")
+    conn = sqlite3.connect(f"{(main_only / 'live.db').as_uri()}?immutable=1", uri=True)
+    assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0  # not even the schema
+    conn.close()
+    assert live_rows(READ_JOBS["check"](db)) == total
+
+
+@pytest.mark.parametrize("job", sorted(READ_JOBS))
+def test_read_job_sees_wal_rows_of_a_live_writer_and_changes_nothing(tmp_path, live_writer, job):
+    db, writer, total = _live_store(tmp_path, live_writer)
+    before = snapshot(tmp_path)
+    result = READ_JOBS[job](db)
+    assert live_rows(result) == total
+    assert snapshot(tmp_path) == before
+    assert writer.write(1) == total + 1  # the owner still writes
+
+
+def test_writer_never_fails_while_every_read_job_runs(tmp_path, live_writer):
+    db, writer, _ = _live_store(tmp_path, live_writer)
+    db_before, wal_before = db.read_bytes(), (tmp_path / "live.db-wal").read_bytes()
+    names_before = sorted(os.listdir(tmp_path))
+    writer.send("run")
+    for _ in range(3):
+        for job in sorted(READ_JOBS):
+            assert live_rows(READ_JOBS[job](db)) > 0
+    ok, failed = writer.pause()
+    assert failed == 0 and ok > 21
+    assert sorted(os.listdir(tmp_path)) == names_before
+    assert db.read_bytes() == db_before  # autocheckpoint is off: only the -wal grows
+    assert (tmp_path / "live.db-wal").read_bytes().startswith(wal_before)
+
+
+@pytest.mark.parametrize("job", sorted(READ_JOBS))
+def test_read_job_after_writer_crash_sees_every_acknowledged_row(tmp_path, live_writer, job):
+    db, writer, total = _live_store(tmp_path, live_writer)
+    writer.kill()
+    assert (tmp_path / "live.db-wal").exists() and (tmp_path / "live.db-shm").exists()
+    before = snapshot(tmp_path)
+    assert live_rows(READ_JOBS[job](db)) == total
+    assert snapshot(tmp_path) == before
+
+
+def _as_nobody(job: str, db: Path) -> dict:
+    """Run one read job in a forked child that dropped root for uid 65534; return its result."""
+    READ_JOBS[job](db.parent.parent / "warm" / "live.db")  # import everything lazily imported, as root
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        code = 1
+        try:
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            out = {"rows": live_rows(READ_JOBS[job](db)), "uid": os.getuid()}
+            code = 0
+        except BaseException as exc:
+            out = {"error": f"{type(exc).__name__}: {exc}"}
+        os.write(write_fd, json.dumps(out).encode())
+        os._exit(code)
+    os.close(write_fd)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read_fd, "rb") as pipe:
+        out = json.loads(pipe.read() or b"{}")
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    return out
+
+
+def _read_only_dir(live_writer, crash: bool):
+    base = Path(tempfile.mkdtemp(prefix="steerable-rodir-"))
+    base.chmod(0o755)
+    for name in ("store", "warm"):
+        (base / name).mkdir()
+    shutil.copyfile(FIXTURES / "healthy" / "sessions.db", base / "warm" / "live.db")
+    writer = live_writer(base / "store" / "live.db")
+    total = writer.write(15)
+    if crash:
+        writer.kill()
+    for path in (base / "store").iterdir():
+        path.chmod(0o644)
+    (base / "store").chmod(0o555)
+    return base, writer, total
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["live-writer", "after-crash"])
+@pytest.mark.parametrize("job", sorted(READ_JOBS))
+def test_read_job_in_read_only_directory_as_unprivileged_user(live_writer, job, crash):
+    base, writer, total = _read_only_dir(live_writer, crash)
+    store = base / "store"
+    try:
+        before = snapshot(store)
+        out = _as_nobody(job, store / "live.db")
+        assert out == {"rows": total, "uid": NOBODY}
+        assert snapshot(store) == before
+        if not crash:
+            assert writer.write(1) == total + 1
+    finally:
+        store.chmod(0o755)
+        writer.close()
+        shutil.rmtree(base)
