@@ -44,7 +44,7 @@ DEFAULT_CHATS, DEFAULT_ENTRIES = 2000, 500
 SMALL_CHATS, SMALL_ENTRIES = 50, 400
 TRACES_PER_CHAT = 4
 BOUNDARY_EVERY = 200
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 """Bump when the content changes, so cached stores are rebuilt."""
 
 _TOOLS = ("search_docs", "read_file", "run_sql", "http_get", "send_email", "calendar_lookup")
@@ -177,7 +177,7 @@ class _Chat:
                                       "function": {"name": tool, "arguments": args}}]}
                 state = "tool"
             elif state == "tool":
-                body = json.dumps({"status": "ok", "result": self.text.text(self.text.length())})
+                body = json.dumps({"status": "ok", "result": self.text.text(max(20, self.text.length() - 40))})
                 msg = {"role": "tool", "content": body, "toolCallId": call_id, "name": "tool"}
                 state = "assistant"
             else:
