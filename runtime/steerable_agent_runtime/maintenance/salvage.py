@@ -148,7 +148,7 @@ def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, st
         tally = Tally()
         # mode=ro never changes the copy's bytes, except that a 0-byte db makes SQLite drop
         # the -wal (DESIGN.md): hence the size check, so the page reader still sees it.
-        if pages.header.magic_ok and pages.file_size and spool.attach_readonly(db):
+        if _sqlite_sees_what_we_see(pages) and spool.attach_readonly(db):
             report.method = "sqlite"
             for table in spool.source_tables():
                 spool.add_sqlite_table("src", table)
@@ -160,6 +160,13 @@ def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, st
         if pages.wal is not None:
             report.wal_frames = {s: sum(f.state == s for f in pages.wal.frames) for s in ("committed", "uncommitted", "invalid")}
     spool.finish()
+
+
+def _sqlite_sees_what_we_see(pages: SqliteFile) -> bool:
+    """Whether SQLite would read the same pages: an intact header, a non-empty file, and no
+    damage the page reader noticed (SQLite ignores a -wal whose header fails its checksum,
+    where the page reader still trusts frames whose own checksums chain correctly)."""
+    return pages.header.magic_ok and pages.file_size > 0 and not set(pages.damage) - _BENIGN_DAMAGE
 
 
 def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:

@@ -85,8 +85,10 @@ def _rows(cells: Iterator[Cell], table: str | None, origin: Origin) -> Iterator[
     for cell in cells:
         if cell.fields is None or table == "":
             continue
-        name = table or match_table(cell.fields)
-        row = to_row(name, cell.fields) if name else None
+        row = to_row(table, cell.fields) if table else None
+        if row is None:  # unknown tree, or a damaged pointer led into another table's page
+            name = match_table(cell.fields)
+            row = to_row(name, cell.fields) if name else None
         page = origin.page if origin.page is not None else cell.page
         yield row, Origin(origin.source, page, origin.frame, origin.committed, origin.rank, origin.placeable), \
             _looks_ours(cell.fields)

@@ -127,21 +127,26 @@ def detect_page_size(f: BinaryIO, file_size: int, samples: int = 96) -> int | No
     sit there instead). A page read with twice its size ends too early, with half its size
     points past the end, so only the true size scores. None when no page fits any size.
     """
-    scores: dict[int, int] = {}
-    for size in (512 << i for i in range(8)):
-        pages = file_size // size
-        picks = sorted({1 + (k * (pages - 1)) // max(1, samples - 1) for k in range(min(samples, pages))})
-        scores[size] = sum(_sample_hit(f, pgno, size) for pgno in picks)
+    scores = {size: page_size_score(f, file_size, size, 0, samples) for size in (512 << i for i in range(8))}
     best = max(scores.values(), default=0)
     return max(size for size, hits in scores.items() if hits == best) if best else None
 
 
-def _sample_hit(f: BinaryIO, pgno: int, size: int) -> bool:
+def page_size_score(f: BinaryIO, file_size: int, size: int, reserved: int, samples: int = 96) -> int:
+    """How many of ``samples`` page starts spread over the file hold a b-tree page that fits
+    ``size`` with ``reserved`` bytes at the end of each page (see detect_page_size)."""
+    pages = file_size // size
+    picks = sorted({1 + (k * (pages - 1)) // max(1, samples - 1) for k in range(min(samples, pages))})
+    return sum(_sample_hit(f, pgno, size, size - reserved) for pgno in picks)
+
+
+def _sample_hit(f: BinaryIO, pgno: int, size: int, usable: int) -> bool:
     f.seek((pgno - 1) * size)
     page = f.read(size)
     offset = HEADER_SIZE if pgno == 1 else 0
-    head = page_header(page, offset, size) if len(page) == size else None
-    return head is not None and looks_like_btree_page(page, offset, size) and _content_end(page, head, size) in range(size - 3, size + 1)
+    head = page_header(page, offset, usable) if len(page) == size else None
+    return (head is not None and looks_like_btree_page(page, offset, usable)
+            and _content_end(page, head, usable) in range(usable - 3, usable + 1))
 
 
 def _content_end(page: bytes, head: PageHeader, usable: int) -> int:
@@ -189,8 +194,10 @@ class SqliteFile:
         self.file_size = os.fstat(self._db.fileno()).st_size
         self.header = parse_header(self._db.read(HEADER_SIZE))
         self.wal: WalScan | None = None
+        self._reserved_override: int | None = None
         self.page_size, self.page_size_source = self._choose_page_size(wal_path)
-        self.usable = self.page_size - (self.header.reserved if self.header.magic_ok else 0)
+        reserved = self.header.reserved if self.header.magic_ok else 0
+        self.usable = self.page_size - (reserved if self._reserved_override is None else self._reserved_override)
         self.file_pages = self.file_size // self.page_size if self.page_size else 0
         self.page_count = max([self.file_pages, *(self.wal.live if self.wal else ())], default=0)
         self.marks = bytearray(self.page_count + 1)
@@ -211,6 +218,8 @@ class SqliteFile:
                 self.damage.update(self.wal.damage)
                 if not size and valid_page_size(self.wal.page_size):
                     size, source = self.wal.page_size, "wal"
+        if size and not page_size_score(self._db, self.file_size, size, hdr.reserved):
+            size, source = self._header_layout_refuted(size, source)
         if not size:
             detected = detect_page_size(self._db, self.file_size)
             size, source = (detected, "detected") if detected else (4096, "default")
@@ -218,6 +227,16 @@ class SqliteFile:
             self.damage["wal_page_size_mismatch"] += 1
             self.wal = None
         return size, source
+
+    def _header_layout_refuted(self, size: int, source: str) -> tuple[int, str]:
+        """The header's page size (or reserved bytes) fits no page: a damaged header field.
+        Keep it only when nothing fits better (a file of overflow pages only, say)."""
+        detected = detect_page_size(self._db, self.file_size)
+        if detected is None:
+            return size, source
+        self.damage["db_header_layout_wrong"] += 1
+        self._reserved_override = 0
+        return 0, ""
 
     def close(self) -> None:
         """Close both files (idempotent)."""
