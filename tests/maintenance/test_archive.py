@@ -121,7 +121,8 @@ def test_archive_file_is_a_private_valid_store_that_sqlitestorage_reads_and_sear
 def test_archive_dry_run_counts_the_same_rows_and_creates_nothing(store, tmp_path):
     before = file_bytes(store)
     dry = archive(store, to=tmp_path / "archive.db", older_than=CUTOFF, now=NOW, dry_run=True)
-    assert not (tmp_path / "archive.db").exists() and file_bytes(store) == before
+    assert not (tmp_path / "archive.db").exists() and not (tmp_path / "archive.lock").exists()
+    assert file_bytes(store) == before
     real = archive(store, to=tmp_path / "archive.db", older_than=CUTOFF, now=NOW)
     assert dry.rows_moved == real.rows_moved and dry.chats_moved == real.chats_moved == 2
     assert dry.chats_skipped == real.chats_skipped

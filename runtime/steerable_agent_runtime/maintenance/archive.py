@@ -38,6 +38,7 @@ from ..errors import UsageError
 from .chatmove import BatchResult, RowCounts, count_rows, load_batch, move_batch, prepare
 from .duration import cutoff_timestamp
 from .report import Finding, JobReport, Progress, no_progress
+from ..storage.fileprobe import probe
 from .storefiles import attach, claim, create_store, open_store, refuse_same_store
 
 _CHAT_KEYS = (("sessions", "chat_id"), ("messages", "chat_id"), ("traces", "chat_id"), ("history", "record_id"))
@@ -85,14 +86,15 @@ def _destination(conn: sqlite3.Connection, path: str | os.PathLike[str], *, crea
                  readonly: bool) -> Iterator[bool]:
     """Claim ``path`` (lease), create it if missing and allowed, ATTACH it as ``dst``.
 
-    Yields whether it was created. In a dry run a missing archive is neither created nor
-    attached (yields False and ``dst`` does not exist).
+    Yields whether it was created. In a dry run a missing archive is neither created, nor
+    locked, nor attached (yields False and ``dst`` does not exist).
     """
+    if readonly and not Path(path).exists():
+        probe(path, allow_missing=True)  # still refuse a path whose directory is missing
+        yield False
+        return
     found, lease = claim(path, allow_missing=create)
     try:
-        if not found.exists and readonly:
-            yield False
-            return
         if not found.exists:
             create_store(path)
         attach(conn, path, "dst", readonly=readonly)
