@@ -252,3 +252,26 @@ def test_cli_archive_target_with_newer_schema_exits_3_untouched(store, tmp_path)
     result = CliRunner().invoke(main, ["archive", str(store), "--to", str(target), "--older-than", "30d"])
     assert result.exit_code == 3 and "newer build" in result.stderr
     assert (file_bytes(target), file_bytes(store)) == before
+
+
+def test_archived_chats_leave_the_stores_search_index(store, tmp_path):
+    archive(store, to=tmp_path / "archive.db", older_than=CUTOFF, now=NOW)
+
+    async def search(path, words):
+        s = SqliteStorage(path)
+        try:
+            return {x.chat_id for x in await s.search_sessions(words)}
+        finally:
+            await s.close()
+
+    assert asyncio.run(search(store, "widget2")) == set()
+    assert asyncio.run(search(store, "widget3")) == {"chat-0003"}
+    assert asyncio.run(search(tmp_path / "archive.db", "widget2")) == {"chat-0002"}
+
+
+def test_archive_reports_progress_per_page(tmp_path):
+    store = make_store(tmp_path / "sessions.db", [ChatSpec(i, messages=1, traces=0) for i in range(5)])
+    calls = []
+    archive(store, to=tmp_path / "archive.db", older_than=CUTOFF, now=NOW, batch_size=2,
+            progress=lambda phase, done, total: calls.append((phase, done, total)))
+    assert calls == [("archive chats", 2, None), ("archive chats", 4, None), ("archive chats", 5, None)]

@@ -146,3 +146,22 @@ def test_cli_compact_newer_schema_exits_3_with_error_and_hint(store, as_json):
     assert len(lines) == 2 and lines[0].startswith("Error: ") and "newer build" in lines[0]
     assert lines[1].startswith("Hint: ") and "Traceback" not in result.output
     assert file_bytes(store) == before
+
+
+def test_compact_reports_progress_after_every_batch(store):
+    calls = []
+    compact(store, older_than=timedelta(days=30), now=NOW, batch_size=4,
+            progress=lambda phase, done, total: calls.append((phase, done, total)))
+    assert calls == [("prune traces", 0, 10), ("prune traces", 4, 10), ("prune traces", 8, 10), ("prune traces", 10, 10)]
+
+
+def test_compact_runs_as_python_dash_m(store):
+    import subprocess
+    import sys
+
+    from tests.maintenance.crashkit import REPO
+
+    done = subprocess.run([sys.executable, "-m", "steerable_agent_runtime.maintenance", "compact", str(store),
+                           "--traces-older-than", "30d", "--json"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["traces"] == 10
