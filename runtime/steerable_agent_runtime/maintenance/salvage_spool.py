@@ -56,7 +56,10 @@ class Spool:
         self.conn.execute("PRAGMA journal_mode = OFF")
         self.conn.execute("PRAGMA synchronous = OFF")
         self.conn.executescript(_SCHEMA)
-        self.conn.create_function("skey", -1, lambda *values: _key(list(values)), deterministic=True)
+        # A damaged text column may hold invalid UTF-8: read it with replacement characters
+        # (as the page reader does) instead of failing the whole export.
+        self.conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        self.conn.create_function("skey", -1, lambda *values: _key([_text(v) for v in values]), deterministic=True)
         self.conn.create_function("row_crc", 1, row_checksum, deterministic=True)
 
     def attach_readonly(self, db: Path) -> bool:
@@ -64,11 +67,12 @@ class Spool:
         sound (``quick_check`` ok), False (detached) if it refuses it or finds damage."""
         try:
             self.conn.execute("ATTACH DATABASE ? AS src", (db.as_uri() + "?mode=ro",))
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, UnicodeDecodeError):  # SQLite's message may quote damaged bytes
             return False
         try:
             ok = [r[0] for r in self.conn.execute("PRAGMA src.quick_check")] == ["ok"]
-        except sqlite3.DatabaseError:
+            ok = ok and bool(self.source_tables())
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
             ok = False
         if not ok:
             self.conn.execute("DETACH DATABASE src")
@@ -102,7 +106,7 @@ class Spool:
         self._begin()
         cur = self.conn.execute(
             "INSERT INTO cand (tbl, key, columns, data, source, page, frame, committed, placeable, rank, verified)"
-            f" SELECT '{table}', skey({', '.join(spec.key)}), {columns}, CAST(data AS BLOB), 'btree', NULL, NULL,"
+            f" SELECT '{table}', skey({', '.join(_raw(k) for k in spec.key)}), {columns}, CAST(data AS BLOB), 'btree', NULL, NULL,"
             f" 1, 1, {LIVE}, crc IS row_crc(CAST(data AS BLOB)) FROM {schema}.{table}")
         return cur.rowcount
 
@@ -144,6 +148,15 @@ class Spool:
     def close(self) -> None:
         """Close the spool's connection."""
         self.conn.close()
+
+
+def _raw(column: str) -> str:
+    """SQL passing a text column to a Python function as bytes (no UTF-8 decode on the way)."""
+    return f"CASE WHEN typeof({column}) = 'text' THEN CAST({column} AS BLOB) ELSE {column} END"
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _key(values: list[Any]) -> str:
