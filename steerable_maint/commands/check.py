@@ -15,7 +15,7 @@ from .options import human_bytes, render_findings
 @click.command(help="Check a store read-only (safe while the app runs): SQLite integrity, schema, every row's "
                     "checksum/JSON/columns, history seqs and versions, orphans, lease, WAL size. "
                     "Exit: 0 no errors; 1 errors found; 2 bad arguments; 3 cannot run (not a store).")
-@click.argument("db", type=click.Path(path_type=str))
+@click.argument("db", type=click.Path(path_type=str, readable=False))  # the library says why it cannot read
 @click.option("--quick", is_flag=True, help="PRAGMA quick_check and no per-row JSON validation (much faster).")
 @click.option("--max-per-code", type=click.IntRange(min=0), default=20, show_default=True,
               help="List at most this many findings of each code (all are counted).")

@@ -141,7 +141,7 @@ def test_read_job_after_writer_crash_sees_every_acknowledged_row(tmp_path, live_
 
 def _as_nobody(job: str, db: Path) -> dict:
     """Run one read job in a forked child that dropped root for uid 65534; return its result."""
-    READ_JOBS[job](db.parent.parent / "warm" / "live.db")  # import everything lazily imported, as root
+    READ_JOBS[job](db.parent.parent / "warm" / "sessions.db")  # import everything lazily imported, as root
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through the pipe
@@ -168,7 +168,7 @@ def _read_only_dir(live_writer, crash: bool):
     base.chmod(0o755)
     for name in ("store", "warm"):
         (base / name).mkdir()
-    shutil.copyfile(FIXTURES / "healthy" / "sessions.db", base / "warm" / "live.db")
+    shutil.copyfile(FIXTURES / "healthy" / "sessions.db", base / "warm" / "sessions.db")
     writer = live_writer(base / "store" / "live.db")
     total = writer.write(15)
     if crash:

@@ -4,8 +4,9 @@
 automatic checkpoints off so every commit stays in the ``-wal``, writes one chat and prints
 ``ready``. Then it obeys one command per stdin line:
 
-- ``write N``: append N history entries and N messages, print ``wrote TOTAL``;
-- ``run``: keep appending (one entry and one message per commit) until ``pause``;
+- ``write N``: N times: append a history entry and a message, and upsert the chat's one
+  session with ``stageData.writes`` = entries so far; print ``wrote TOTAL``;
+- ``run``: keep writing like ``write 1`` until ``pause``;
 - ``pause``: stop, print ``paused OK FAILED`` (commits made and commits that raised);
 - ``exit``: close cleanly (SQLite checkpoints and removes the -wal) and exit 0.
 
@@ -34,9 +35,6 @@ class Writer:
         self.total, self.ok, self.failed = 0, 0, 0
 
     async def start(self) -> None:
-        await self.store.upsert_session(AgentSession(session_id="s-live", user_id="u-live", chat_id=CHAT,
-                                                     current_stage="run", is_active=True, created_at=STAMP,
-                                                     updated_at=STAMP))
         await self.one()
 
     async def one(self) -> None:
@@ -47,6 +45,9 @@ class Writer:
                                                     "message": {"role": "user", "content": text}}])
             await self.store.append_message(ChatMessage(id=f"m-live-{self.total}", chat_id=CHAT, role="user",
                                                         content=text, created_at=STAMP))
+            await self.store.upsert_session(AgentSession(session_id="s-live", user_id="u-live", chat_id=CHAT,
+                                                         current_stage="run", is_active=True, created_at=STAMP,
+                                                         updated_at=STAMP, stage_data={"writes": self.total}))
             self.ok += 1
         except Exception as exc:  # every failed write is counted and reported to the test
             self.failed += 1

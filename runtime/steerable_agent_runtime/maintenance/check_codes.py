@@ -47,6 +47,8 @@ CODES: dict[str, Code] = {
                                 "upgrade the app to the build that wrote it; the record is intact"),
     "record-legacy-version": Code("info", "a history record holds v1 (legacy) entries; they are read by upgrading in memory",
                                   "nothing to do; v1 entries stay as written"),
+    "record-unreadable-entry": Code("error", "history: an entry this build cannot read (the app's read fails closed there)",
+                                    "run `steerable-maint check DB` for the triage; the record was not modified"),
     "orphan-message": Code("warning", "a chat message whose chat has no session",
                            "archive or delete the chat, or restore its session from a backup"),
     "orphan-trace": Code("warning", "a trace whose session does not exist",

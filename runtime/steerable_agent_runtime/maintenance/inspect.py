@@ -1,0 +1,105 @@
+"""inspect: the one-screen overview of a store, read-only.
+
+Sizes of db/-wal/-shm, page size and count, freelist, schema version, record versions
+histogram, rows per table, the newest write, the lease holder. Reads only page-level
+pragmas, ``count(*)`` and indexed columns (never ``data``), so it is quick on any size.
+
+Guarantees: opens through :func:`open_readonly` (no lease, no byte changed, no file
+created). A schema newer than this build is shown with a ``schema-too-new`` finding and the
+row statistics are left out (their layout may differ); never an exception for that.
+Raises what ``open_readonly`` raises for a file that is not a readable store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..storage.lease import lease_holder
+from ..storage.schema import SCHEMA_VERSION, TABLES
+from .check_codes import FindingLog
+from .readonly import ReadOnlyConnection, open_readonly
+from .report import JobReport, Progress, no_progress
+
+_NEWEST = {"sessions": "updated_at", "messages": "created_at", "traces": "started_at",
+           "spans": "start_at", "events": "at", "history": "at"}
+
+
+class InspectReport(JobReport):
+    """The overview. Sizes in bytes; ``newest_write`` is the newest timestamp of any row."""
+
+    job: str = "inspect"
+    access: str = ""
+    db_bytes: int = 0
+    wal_bytes: int | None = None
+    shm_bytes: int | None = None
+    page_size: int = 0
+    page_count: int = 0
+    freelist_count: int = 0
+    journal_mode: str = ""
+    schema_version: int = 0
+    build_schema_version: int = SCHEMA_VERSION
+    application_id: int = 0
+    rows: dict[str, int] = {}
+    record_versions: dict[str, int] = {}
+    records: int = 0
+    newest_write: str | None = None
+    newest_write_table: str | None = None
+    lease_held: bool = False
+    lease_holder_pid: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """Always 0: inspect shows; judging the store is check's job (exit 1 there)."""
+        return 0
+
+
+def inspect(path: str | os.PathLike[str], *, progress: Progress | None = None) -> InspectReport:
+    """Return the overview of the store at ``path`` (see the module docstring)."""
+    tick, log = progress or no_progress, FindingLog(max_per_code=20)
+    report = InspectReport(path=str(path), **_file_sizes(Path(path)))
+    with open_readonly(path, allow_newer_schema=True) as conn:
+        _pages(conn, report)
+        if conn.user_version > SCHEMA_VERSION:
+            log.add("schema-too-new", f"schema version {conn.user_version} was written by a newer build (this"
+                    f" build reads up to {SCHEMA_VERSION}); row statistics left out")
+        else:
+            _tables(conn, report, tick)
+    holder = lease_holder(path)
+    report.lease_held, report.lease_holder_pid = holder is not None, holder.pid if holder else None
+    report.findings = log.findings
+    return report
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return None
+
+
+def _file_sizes(path: Path) -> dict[str, int | None]:
+    return {"db_bytes": _size(path) or 0, "wal_bytes": _size(path.with_name(path.name + "-wal")),
+            "shm_bytes": _size(path.with_name(path.name + "-shm"))}
+
+
+def _pages(conn: ReadOnlyConnection, report: InspectReport) -> None:
+    report.access, report.schema_version, report.application_id = conn.strategy, conn.user_version, conn.application_id
+    for name in ("page_size", "page_count", "freelist_count", "journal_mode"):
+        setattr(report, name, conn.execute(f"PRAGMA {name}").fetchone()[0])
+
+
+def _tables(conn: ReadOnlyConnection, report: InspectReport, tick: Progress) -> None:
+    present = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    newest: tuple[str, str] | None = None
+    for done, name in enumerate(n for n in TABLES if n in present):
+        tick("tables", done, len(TABLES))
+        report.rows[name] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+        stamp = conn.execute(f"SELECT max({_NEWEST[name]}) FROM {name}").fetchone()[0]
+        if stamp is not None and (newest is None or stamp > newest[0]):
+            newest = (stamp, name)
+    if newest:
+        report.newest_write, report.newest_write_table = newest
+    if "history" in present:
+        report.record_versions = {str(v): n for v, n in conn.execute("SELECT v, count(*) FROM history GROUP BY v")}
+        report.records = conn.execute("SELECT count(DISTINCT record_id) FROM history").fetchone()[0]

@@ -1,0 +1,37 @@
+"""steerable-maint search DB QUERY [--limit N] [--json]: which sessions' chats mention QUERY."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from steerable_agent_runtime.maintenance.search import SearchReport, search
+
+from ..render import run_job, stdout
+from .options import render_findings
+
+
+@click.command(help="Find the sessions whose chat messages match QUERY (FTS5 syntax, best match first), "
+                    "read-only. Exit: 0 shown; 1 damaged rows were left out; 2 bad query or arguments; "
+                    "3 cannot run (not a store, newer schema).")
+@click.argument("db", type=click.Path(path_type=str, readable=False))  # the library says why it cannot read
+@click.argument("query")
+@click.option("--limit", type=int, default=20, show_default=True, help="At most this many chats.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+def command(db: str, query: str, limit: int, as_json: bool) -> None:
+    run_job(lambda progress: search(db, query, limit=limit, progress=progress), as_json=as_json, render=_render)
+
+
+def _render(r: SearchReport) -> None:
+    if not r.chats:
+        stdout.print(f"no chat matches {r.query!r} ({r.engine})", markup=False, highlight=False)
+    else:
+        table = Table(title=f"{len(r.chats)} chat(s) match {r.query!r} ({r.engine}, best first)")
+        for column in ("rank", "chat", "session", "user", "stage", "active", "updated"):
+            table.add_column(column)
+        rank = {chat: i + 1 for i, chat in enumerate(r.chats)}
+        for s in r.sessions:
+            table.add_row(str(rank[s["chatId"]]), s["chatId"], s["sessionId"], s["userId"], s["currentStage"],
+                          "yes" if s["isActive"] else "no", s["updatedAt"])
+        stdout.print(table)
+    render_findings(r.findings)
