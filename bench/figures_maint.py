@@ -3,8 +3,9 @@
 They call the maintenance library (steerable_agent_runtime.maintenance.check.check,
 .compact.compact, .archive.archive, .salvage.salvage) rather than re-implementing any of
 it; a module that is missing or fails to import gives a "not available: <reason>" row,
-never a number. Write jobs run on fresh copies of the generated store, one per
-repetition, and the copy is not timed.
+never a number. The compact and archive pairs (ours and the plain-SQL baseline) are the
+functions of bench/write_jobs_bench.py, written by the author of those jobs. Write jobs run
+on fresh copies of the generated store, one per repetition, and the copy is not timed.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from typing import Any, Callable
 import make_store
 from harness import (Row, Settings, copy_store, fmt_bytes, fmt_rate, fmt_seconds, interleave, log, median, profiled,
                      remove_store, timed, verdict)
-
-from steerable_agent_runtime.storage.schema import create_schema
 
 CHECK_QUICK_TARGET = 1.5
 CHECK_ROWS_TARGET = 150_000
@@ -136,47 +135,42 @@ def _size_note(info: make_store.StoreInfo) -> str:
     return f"{info.chats}x{info.entries} store, {info.bytes / 2**20:,.0f} MiB. "
 
 
-# compact -----------------------------------------------------------------------------
-_OLD_TRACES = "SELECT trace_id FROM traces WHERE started_at < ?"
+# compact and archive ---------------------------------------------------------------
+# Both sides come from bench/write_jobs_bench.py (the compact/archive author's benchmark):
+# ours_compact/plain_compact and ours_archive/plain_archive; here they are interleaved on
+# fresh copies of the shared store and put in the table.
+def _write_jobs() -> tuple[Any, str]:
+    try:
+        return importlib.import_module("write_jobs_bench"), ""
+    except Exception as exc:
+        return None, f"bench/write_jobs_bench.py does not import ({type(exc).__name__}: {exc})"
 
 
 def compact_rows(settings: Settings) -> list[Row]:
-    compact, why = _job("compact")
     figure = "compact (half the traces) vs DELETE+VACUUM"
-    if compact is None:
+    jobs, why = _write_jobs()
+    if jobs is None:
         return [Row.unavailable(figure, f"<= {COMPACT_TARGET:g}x", why)]
     info = settings.main_store()
     work = settings.scratch / "compact.db"
-    pruned = []
+    pruned: dict[str, set[int]] = {"ours": set(), "plain": set()}
 
-    def ours(rep: int) -> float:
-        copy_store(info.path, work)
-        run = lambda: compact(work, older_than=OLDER_THAN, now=make_store.BASE_TIME)  # noqa: E731
-        seconds, report = timed(lambda: profiled(settings, "compact", run) if rep == 0 else run())
-        pruned.append(report.traces)
-        remove_store(work)
-        return seconds
+    def side(name: str, fn: Callable[[Path], tuple[float, int]]) -> Callable[[int], float]:
+        def run(rep: int) -> float:
+            copy_store(info.path, work)
+            try:
+                seconds, count = profiled(settings, "compact", lambda: fn(work)) if rep == 0 and name == "ours" \
+                    else fn(work)
+            finally:
+                remove_store(work)
+            pruned[name].add(count)
+            return seconds
+        return run
 
-    def baseline(rep: int) -> float:
-        copy_store(info.path, work)
-        conn = sqlite3.connect(work, isolation_level=None)
-        try:
-            def plain() -> None:
-                conn.execute("BEGIN IMMEDIATE")
-                for table in ("events", "spans"):
-                    conn.execute(f"DELETE FROM {table} WHERE trace_id IN ({_OLD_TRACES})", (info.cutoff,))
-                conn.execute("DELETE FROM traces WHERE started_at < ?", (info.cutoff,))
-                conn.execute("COMMIT")
-                conn.execute("VACUUM")
-            seconds, _ = timed(plain)
-        finally:
-            conn.close()
-            remove_store(work)
-        return seconds
-
-    mine, theirs = interleave(settings.heavy_reps, ours, baseline)
-    if set(pruned) != {info.old_traces}:
-        raise RuntimeError(f"compact pruned {pruned} traces, expected {info.old_traces}")
+    mine, theirs = interleave(settings.heavy_reps, side("ours", jobs.ours_compact),
+                              side("plain", lambda w: jobs.plain_compact(w, info.cutoff)))
+    if pruned != {"ours": {info.old_traces}, "plain": {info.old_traces}}:
+        raise RuntimeError(f"traces pruned {pruned}, expected {info.old_traces} on both sides")
     ratio = median(mine) / median(theirs)
     return [Row(figure=figure, ours=fmt_seconds(median(mine)), baseline=fmt_seconds(median(theirs)), ratio=ratio,
                 target=f"<= {COMPACT_TARGET:g}x", met=verdict(ratio <= COMPACT_TARGET),
@@ -184,78 +178,38 @@ def compact_rows(settings: Settings) -> list[Row]:
                 raw={"ours_s": mine, "baseline_s": theirs})]
 
 
-# archive -----------------------------------------------------------------------------
-_IDLE_CHATS = ("CREATE TEMP TABLE idle AS SELECT chat_id FROM main.sessions GROUP BY chat_id"
-               " HAVING max(is_active) = 0 AND max(updated_at) < ?")
-_MOVES = (
-    ("sessions", "chat_id IN (SELECT chat_id FROM temp.idle)"),
-    ("messages", "chat_id IN (SELECT chat_id FROM temp.idle)"),
-    ("history", "record_id IN (SELECT chat_id FROM temp.idle)"),
-    ("traces", "chat_id IN (SELECT chat_id FROM temp.idle)"),
-    ("spans", "trace_id IN (SELECT trace_id FROM main.traces WHERE chat_id IN (SELECT chat_id FROM temp.idle))"),
-    ("events", "trace_id IN (SELECT trace_id FROM main.traces WHERE chat_id IN (SELECT chat_id FROM temp.idle))"),
-)
-
-
 def archive_rows(settings: Settings) -> list[Row]:
-    archive, why = _job("archive")
     figure = "archive (half the chats) vs plain SQL move"
-    if archive is None:
+    jobs, why = _write_jobs()
+    if jobs is None:
         return [Row.unavailable(figure, f"<= {ARCHIVE_TARGET:g}x", why)]
     info = settings.main_store()
     src, dst = settings.scratch / "archive-src.db", settings.scratch / "archive-dst.db"
-    moved = []
+    moved: dict[str, set[int]] = {"ours": set(), "plain": set()}
 
-    def ours(rep: int) -> float:
-        copy_store(info.path, src)
-        remove_store(dst)
-        run = lambda: archive(src, to=dst, older_than=OLDER_THAN, now=make_store.BASE_TIME)  # noqa: E731
-        seconds, report = timed(lambda: profiled(settings, "archive", run) if rep == 0 else run())
-        moved.append(report.chats_moved)
-        remove_store(src)
-        remove_store(dst)
-        return seconds
-
-    def baseline(rep: int) -> float:
-        copy_store(info.path, src)
-        remove_store(dst)
-        conn = sqlite3.connect(src, isolation_level=None)
-        try:
-            seconds, _ = timed(lambda: _plain_move(conn, dst, info.cutoff))
-        finally:
-            conn.close()
-            remove_store(src)
+    def side(name: str, fn: Callable[[Path, Path], tuple[float, int]]) -> Callable[[int], float]:
+        def run(rep: int) -> float:
+            copy_store(info.path, src)
             remove_store(dst)
-        return seconds
+            try:
+                seconds, count = profiled(settings, "archive", lambda: fn(src, dst)) if rep == 0 and name == "ours" \
+                    else fn(src, dst)
+            finally:
+                remove_store(src)
+                remove_store(dst)
+            moved[name].add(count)
+            return seconds
+        return run
 
-    mine, theirs = interleave(settings.heavy_reps, ours, baseline)
-    if set(moved) != {info.old_chats}:
-        raise RuntimeError(f"archive moved {moved} chats, expected {info.old_chats}")
+    mine, theirs = interleave(settings.heavy_reps, side("ours", jobs.ours_archive),
+                              side("plain", lambda a, b: jobs.plain_archive(a, b, info.cutoff)))
+    if moved != {"ours": {info.old_chats}, "plain": {info.old_chats}}:
+        raise RuntimeError(f"chats moved {moved}, expected {info.old_chats} on both sides")
     ratio = median(mine) / median(theirs)
     return [Row(figure=figure, ours=fmt_seconds(median(mine)), baseline=fmt_seconds(median(theirs)), ratio=ratio,
                 target=f"<= {ARCHIVE_TARGET:g}x", met=verdict(ratio <= ARCHIVE_TARGET),
                 note=f"{info.old_chats:,} of {info.chats:,} chats moved to a new archive. " + _size_note(info),
                 raw={"ours_s": mine, "baseline_s": theirs})]
-
-
-def _plain_move(conn: sqlite3.Connection, dst: Path, cutoff: str) -> None:
-    """The same move in plain SQL: a new store-schema file, INSERT ... SELECT, DELETE, one
-    transaction, synchronous=FULL on both files."""
-    new = sqlite3.connect(dst, isolation_level=None)
-    new.execute("PRAGMA journal_mode = WAL")
-    create_schema(new)
-    new.close()
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("ATTACH DATABASE ? AS dst", (str(dst),))
-    conn.execute("PRAGMA dst.synchronous = FULL")
-    conn.execute(_IDLE_CHATS, (cutoff,))
-    conn.execute("BEGIN IMMEDIATE")
-    for table, where in _MOVES:
-        conn.execute(f"INSERT INTO dst.{table} SELECT * FROM main.{table} WHERE {where}")
-    for table, where in reversed(_MOVES):
-        conn.execute(f"DELETE FROM main.{table} WHERE {where}")
-    conn.execute("COMMIT")
-    conn.execute("DETACH DATABASE dst")
 
 
 # salvage -----------------------------------------------------------------------------
