@@ -181,22 +181,17 @@ def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:
 
 
 def _export(spool: Spool, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
-    def on_row(copy: dict[str, Any], valid: bool) -> None:
-        tally = report.tables.setdefault(copy["table"], TableTally())
-        tally.copies_by_source[copy["source"]] = tally.copies_by_source.get(copy["source"], 0) + 1
-        tally.superseded += bool(copy["superseded"])
-        tally.uncommitted += not copy["committed"]
-        if copy["committed"] and not copy["superseded"]:
-            tally.keys += 1
-            tally.verified += bool(copy["verified"])
-            tally.unverified += not copy["verified"]
-            tally.invalid += not valid
-        if report.rows_written % 5000 == 0:
-            step("export", report.rows_written, None)
-        report.rows_written += 1
-
+    step("export", 0, None)
     with atomic_output(out, force=force) as (_tmp, fh):
-        write_jsonl(spool, fh, on_row)
+        report.rows_written, invalid = write_jsonl(spool, fh, lambda done: step("export", done, None))
+    for table, source, copies, superseded, uncommitted, keys, verified in spool.tallies():
+        t = report.tables.setdefault(table, TableTally(invalid=invalid[table]))
+        t.copies_by_source[source] = copies
+        t.superseded += superseded
+        t.uncommitted += uncommitted
+        t.keys += keys
+        t.verified += verified
+        t.unverified += keys - verified
 
 
 def _unplaced_sink(report: SalvageReport):  # noqa: ANN202 - a small closure

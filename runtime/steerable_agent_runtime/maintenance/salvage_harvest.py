@@ -35,7 +35,8 @@ def harvest_all(db: SqliteFile, spool: Spool, tally: Tally) -> None:
     tally.missing_roots = len(set(TABLES) - set(roots.values()))
     for root, name in roots.items():
         origin = Origin("btree", None, None, True, LIVE, True)
-        _store(spool, tally, _rows(walk_tree(db, root), name if name in TABLES else "", origin), name in TABLES)
+        # An unknown name (a full-text index table, or a damaged name) is matched by shape.
+        _store(spool, tally, _rows(walk_tree(db, root), name if name in TABLES else None, origin))
     harvest_free(db, spool, tally, scan_loose=True)
 
 
@@ -49,7 +50,7 @@ def harvest_free(db: SqliteFile, spool: Spool, tally: Tally, *, scan_loose: bool
     for pgno, image, on_free in pages:
         origin = Origin("freelist" if on_free else "unallocated", pgno, None, True,
                         STALE if on_free else UNALLOCATED, not on_free)
-        _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin), True)
+        _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin))
     harvest_wal(db, spool, tally)
 
 
@@ -63,12 +64,12 @@ def harvest_wal(db: SqliteFile, spool: Spool, tally: Tally) -> None:
         image = db.wal_image(frame.offset)
         if image is not None and _is_leaf(db, frame.pgno, image):
             origin = Origin("wal", frame.pgno, frame.index, frame.state == "committed", STALE + 1 + frame.index, False)
-            _store(spool, tally, _rows(leaf_cells(db, image, frame.pgno), None, origin), True)
+            _store(spool, tally, _rows(leaf_cells(db, image, frame.pgno), None, origin))
     for pgno in sorted(db.wal.live):
         image = db.db_image(pgno)
         if image is not None and _is_leaf(db, pgno, image):
             origin = Origin("btree", pgno, None, True, STALE, False)
-            _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin), True)
+            _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin))
 
 
 def _is_leaf(db: SqliteFile, pgno: int, image: bytes) -> bool:
@@ -79,11 +80,10 @@ def _is_leaf(db: SqliteFile, pgno: int, image: bytes) -> bool:
 def _rows(cells: Iterator[Cell], table: str | None, origin: Origin) -> Iterator[tuple[Row | None, Origin, bool]]:
     """(row, origin, looks_ours) per decodable cell; row None when no table fits it.
 
-    ``table`` "" means a tree that is not an entity table (sqlite_schema, full-text index):
-    its records are skipped. None means unknown: match by shape.
+    ``table`` None means the tree is not known to be an entity table: match by shape.
     """
     for cell in cells:
-        if cell.fields is None or table == "":
+        if cell.fields is None:
             continue
         row = to_row(table, cell.fields) if table else None
         if row is None:  # unknown tree, or a damaged pointer led into another table's page
@@ -99,11 +99,11 @@ def _looks_ours(fields: list) -> bool:
     return len(fields) >= 5 and is_text(fields[-2][0]) and 1 <= fields[-1][0] <= 9
 
 
-def _store(spool: Spool, tally: Tally, rows: Iterator[tuple[Row | None, Origin, bool]], count: bool) -> None:
+def _store(spool: Spool, tally: Tally, rows: Iterator[tuple[Row | None, Origin, bool]]) -> None:
     batch: list[tuple[Row, Origin]] = []
     for row, origin, ours in rows:
         if row is None:
-            tally.unmatched_records += int(count and ours)
+            tally.unmatched_records += int(ours)
             continue
         batch.append((row, origin))
         if len(batch) >= 512:

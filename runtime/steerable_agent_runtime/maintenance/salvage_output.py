@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from typing import Any, BinaryIO
 from ..errors import NotAStoreError, OutputExistsError
 from ..storage.lease import WriteLease
 from ..storage.schema import TABLES, create_schema
-from .salvage_rows import expected_columns, is_valid
+from .salvage_rows import data_valid, expected_columns
 from .salvage_spool import Spool
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -83,22 +84,28 @@ def publish(tmp: Path, target: Path, *, force: bool) -> None:
         os.close(dir_fd)
 
 
-def write_jsonl(spool: Spool, fh: BinaryIO, on_row: Callable[[dict[str, Any], bool], None]) -> int:
-    """Write one JSON object per copy in the spool; call ``on_row(copy, valid)``; return the count."""
-    count = 0
-    for copy in spool.copies():
-        columns = json.loads(copy["columns"])
-        valid = is_valid(copy["table"], columns, copy["data"])
-        data = copy["data"].decode("utf-8", "replace") if copy["data"] is not None else None
-        line = (f'{{"table":{json.dumps(copy["table"])},"key":{copy["key"]},"columns":{copy["columns"]},'
-                f'"data":{json.dumps(data, ensure_ascii=False)},"source":"{copy["source"]}",'
-                f'"page":{json.dumps(copy["page"])},"frame":{json.dumps(copy["frame"])},'
-                f'"committed":{_b(copy["committed"])},"verified":{_b(copy["verified"])},"valid":{_b(valid)},'
-                f'"superseded":{_b(copy["superseded"])}}}\n')
-        fh.write(line.encode("utf-8", "surrogatepass"))
-        on_row(copy, valid)
+def write_jsonl(spool: Spool, fh: BinaryIO, progress: Callable[[int], None]) -> tuple[int, Counter[str]]:
+    """Write one JSON object per copy in the spool; return the count and, per table, how
+    many winning copies (committed, not superseded) are not valid."""
+    count, invalid = 0, Counter[str]()
+    for c in spool.copies():
+        valid = bool(c.agree) and data_valid(c.table, c.data, key=c.key)
+        text = c.data.decode("utf-8", "replace") if c.data is not None else None
+        fh.write((f'{{"table":"{c.table}","key":{c.key},"columns":{c.columns},'
+                  f'"data":{json.dumps(text, ensure_ascii=False)},"source":"{c.source}",'
+                  f'"page":{_n(c.page)},"frame":{_n(c.frame)},"committed":{_b(c.committed)},'
+                  f'"verified":{_b(c.verified)},"valid":{_b(valid)},"superseded":{_b(c.superseded)}}}\n'
+                  ).encode("utf-8", "surrogatepass"))
+        if not valid and c.committed and not c.superseded:
+            invalid[c.table] += 1
         count += 1
-    return count
+        if count % 10000 == 0:
+            progress(count)
+    return count, invalid
+
+
+def _n(value: int | None) -> str:
+    return "null" if value is None else str(int(value))
 
 
 def _b(flag: Any) -> str:

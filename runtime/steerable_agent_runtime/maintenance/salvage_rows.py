@@ -14,10 +14,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import RecordFormatError
-from ..history import read_entry_text
+from ..history import RECORD_FORMAT_VERSION, HistoryEntry, read_entry_text
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan
 from ..storage.schema import TABLES, TableSpec, row_checksum
 from .record_codec import is_text
@@ -26,6 +26,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "sessions": AgentSession, "messages": ChatMessage, "traces": HarnessTrace,
     "spans": TraceSpan, "events": TraceEvent,
 }
+_ENTRY: TypeAdapter[Any] = TypeAdapter(HistoryEntry)
 INTEGER_COLUMNS = frozenset({"is_active", "seq", "v", "crc"})
 NULLABLE_COLUMNS = frozenset({"parent_id"})
 MARKERS = {
@@ -37,13 +38,15 @@ MARKERS = {
 
 @dataclass(frozen=True)
 class Row:
-    """One salvaged copy of a row: table, key, columns (besides data), raw data bytes, verified."""
+    """One salvaged copy of a row: table, key, columns (besides data), raw data bytes, whether
+    its checksum matches (verified) and whether its indexed columns agree with its data."""
 
     table: str
     key: list[Any]
     columns: dict[str, Any]
     data: bytes | None
     verified: bool
+    agree: bool
 
 
 def _fits(spec: TableSpec, fields: list[tuple[int, Any]]) -> bool:
@@ -77,7 +80,15 @@ def to_row(table: str, fields: list[tuple[int, Any]]) -> Row | None:
     data = fields[-2][1]
     crc = columns.get("crc")
     verified = isinstance(crc, int) and row_checksum(data) == crc
-    return Row(table, [columns[k] for k in spec.key], columns, data, verified)
+    return Row(table, [columns[k] for k in spec.key], columns, data, verified, _agrees(table, columns, data))
+
+
+def _agrees(table: str, columns: dict[str, Any], data: bytes) -> bool:
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(raw, dict) and columns_agree(table, columns, raw)
 
 
 def _column_value(value: Any) -> Any:
@@ -86,21 +97,34 @@ def _column_value(value: Any) -> Any:
     return value
 
 
-def is_valid(table: str, columns: dict[str, Any], data: bytes | None) -> bool:
-    """Whether ``data`` validates against the current model (or record version) and the
-    indexed columns agree with it."""
+def data_valid(table: str, data: bytes | None, *, key: str = "[]") -> bool:
+    """Whether ``data`` validates against the current model; for history, whether
+    history.read_entry_text reads it (a current-version entry is first tried by direct JSON
+    validation, which accepts exactly the entries read_entry_text accepts, faster).
+    ``key`` (JSON text) names the record and seq in the error on the slow path."""
     if data is None:
         return False
+    if table != "history":
+        try:
+            MODELS[table].model_validate_json(data)
+        except ValidationError:
+            return False
+        return True
+    if _current_entry(data):
+        return True
+    record_id, seq = (json.loads(key) + [None, None])[:2]
     try:
-        text = data.decode("utf-8")
-        raw = json.loads(text)
-        if table == "history":
-            read_entry_text(text, record_id=columns.get("record_id"), seq=columns.get("seq"))
-        else:
-            MODELS[table].model_validate_json(text)
-    except (UnicodeDecodeError, ValueError, ValidationError, RecordFormatError):
+        read_entry_text(data, record_id=record_id, seq=seq)
+    except RecordFormatError:
         return False
-    return isinstance(raw, dict) and columns_agree(table, columns, raw)
+    return True
+
+
+def _current_entry(data: bytes) -> bool:
+    try:
+        return _ENTRY.validate_json(data).v == RECORD_FORMAT_VERSION
+    except ValidationError:
+        return False
 
 
 def expected_columns(table: str, raw: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..storage.schema import TABLES, row_checksum
 from .salvage_rows import Row
@@ -30,7 +30,7 @@ _SCHEMA = """
 CREATE TABLE cand (
     id INTEGER PRIMARY KEY, tbl TEXT NOT NULL, key TEXT NOT NULL, columns TEXT NOT NULL, data BLOB,
     source TEXT NOT NULL, page INTEGER, frame INTEGER, committed INTEGER NOT NULL,
-    placeable INTEGER NOT NULL, rank INTEGER NOT NULL, verified INTEGER NOT NULL
+    placeable INTEGER NOT NULL, rank INTEGER NOT NULL, verified INTEGER NOT NULL, agree INTEGER NOT NULL
 );
 """
 
@@ -48,6 +48,27 @@ class Origin:
     placeable: bool
 
 
+class Copy(NamedTuple):
+    """One stored copy as the export reads it (key and columns are JSON text)."""
+
+    table: str
+    key: str
+    columns: str
+    data: bytes | None
+    source: str
+    page: int | None
+    frame: int | None
+    committed: int
+    verified: int
+    superseded: int
+    agree: int
+
+
+_COPY_SQL = """c.tbl, c.key, c.columns, c.data, c.source, c.page, c.frame, c.committed, c.verified,
+    w.id IS NOT NULL AND w.id != c.id AS superseded, c.agree
+    FROM cand c LEFT JOIN win w ON w.tbl = c.tbl AND w.key = c.key"""
+
+
 class Spool:
     """Candidate rows on disk (``path``: a new file in a private directory)."""
 
@@ -59,7 +80,6 @@ class Spool:
         # A damaged text column may hold invalid UTF-8: read it with replacement characters
         # (as the page reader does) instead of failing the whole export.
         self.conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
-        self.conn.create_function("skey", -1, lambda *values: _key([_text(v) for v in values]), deterministic=True)
         self.conn.create_function("row_crc", 1, row_checksum, deterministic=True)
 
     def attach_readonly(self, db: Path) -> bool:
@@ -71,7 +91,7 @@ class Spool:
             return False
         try:
             ok = [r[0] for r in self.conn.execute("PRAGMA src.quick_check")] == ["ok"]
-            ok = ok and bool(self.source_tables())
+            ok = ok and self.schema_matches()
         except (sqlite3.DatabaseError, UnicodeDecodeError):
             ok = False
         if not ok:
@@ -83,19 +103,32 @@ class Spool:
         rows = self.conn.execute("SELECT name FROM src.sqlite_master WHERE type = 'table'").fetchall()
         return [name for (name,) in rows if name in TABLES]
 
+    def schema_matches(self) -> bool:
+        """Whether every entity table of the attached copy has exactly the expected columns
+        (a damaged CREATE statement can still parse, with other names)."""
+        for table, spec in TABLES.items():
+            names = tuple(r[1] for r in self.conn.execute(f"PRAGMA src.table_info({table})"))
+            if names != spec.all_columns:
+                return False
+        return True
+
     def _begin(self) -> None:
         if not self.conn.in_transaction:
             self.conn.execute("BEGIN")
 
     def add(self, rows: Iterable[tuple[Row, Origin]]) -> int:
-        """Store copies; return how many."""
+        """Store copies; return how many. Keys are spelled by SQLite's json_array, as on the fast path."""
         self._begin()
-        params = [(r.table, _key(r.key), json.dumps(r.columns, ensure_ascii=False), r.data, o.source, o.page,
-                   o.frame, int(o.committed), int(o.placeable), o.rank, int(r.verified)) for r, o in rows]
-        self.conn.executemany(
-            "INSERT INTO cand (tbl, key, columns, data, source, page, frame, committed, placeable, rank, verified)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?)", params)
-        return len(params)
+        by_width: dict[int, list[tuple[Any, ...]]] = {}
+        for r, o in rows:
+            by_width.setdefault(len(r.key), []).append(
+                (r.table, *r.key, json.dumps(r.columns, ensure_ascii=False), r.data, o.source, o.page, o.frame,
+                 int(o.committed), int(o.placeable), o.rank, int(r.verified), int(r.agree)))
+        for width, params in by_width.items():
+            self.conn.executemany(
+                "INSERT INTO cand (tbl, key, columns, data, source, page, frame, committed, placeable, rank, verified,"
+                f" agree) VALUES (?, json_array({', '.join('?' * width)}), ?,?,?,?,?,?,?,?,?,?)", params)
+        return sum(len(p) for p in by_width.values())
 
     def add_sqlite_table(self, schema: str, table: str) -> int:
         """Copy every row of ``schema.table`` (an attached, cleanly readable store) in, as live
@@ -105,9 +138,10 @@ class Spool:
         columns = "json_object(" + ", ".join(f"'{c}', {c}" for c in others) + ")"
         self._begin()
         cur = self.conn.execute(
-            "INSERT INTO cand (tbl, key, columns, data, source, page, frame, committed, placeable, rank, verified)"
-            f" SELECT '{table}', skey({', '.join(_raw(k) for k in spec.key)}), {columns}, CAST(data AS BLOB), 'btree', NULL, NULL,"
-            f" 1, 1, {LIVE}, crc IS row_crc(CAST(data AS BLOB)) FROM {schema}.{table}")
+            "INSERT INTO cand (tbl, key, columns, data, source, page, frame, committed, placeable, rank, verified,"
+            f" agree) SELECT '{table}', json_array({', '.join(spec.key)}), {columns}, CAST(data AS BLOB), 'btree',"
+            f" NULL, NULL, 1, 1, {LIVE}, crc IS row_crc(CAST(data AS BLOB)), {_agree_sql(table)}"
+            f" FROM {schema}.{table}")
         return cur.rowcount
 
     def finish(self) -> None:
@@ -122,16 +156,17 @@ class Spool:
             CREATE UNIQUE INDEX win_key ON win(tbl, key);
         """)
 
-    def copies(self) -> Iterator[dict[str, Any]]:
+    def copies(self) -> Iterator[Copy]:
         """Every copy with its ``superseded`` flag, grouped by table and key."""
-        cur = self.conn.execute("""
-            SELECT c.tbl, c.key, c.columns, c.data, c.source, c.page, c.frame, c.committed, c.verified,
-                   w.id IS NOT NULL AND w.id != c.id
-            FROM cand c LEFT JOIN win w ON w.tbl = c.tbl AND w.key = c.key
-            ORDER BY c.tbl, c.key, c.rank DESC, c.id""")
-        names = ("table", "key", "columns", "data", "source", "page", "frame", "committed", "verified", "superseded")
-        for values in cur:
-            yield dict(zip(names, values))
+        cur = self.conn.execute(f"SELECT {_COPY_SQL} ORDER BY c.tbl, c.key, c.rank DESC, c.id")
+        return map(Copy._make, cur)
+
+    def tallies(self) -> Iterator[tuple[str, str, int, int, int, int, int]]:
+        """Per (table, source): copies, superseded, uncommitted, winners, verified winners."""
+        return self.conn.execute(f"""
+            SELECT tbl, source, count(*), sum(superseded), sum(NOT committed),
+                   sum(committed AND NOT superseded), sum(committed AND NOT superseded AND verified)
+            FROM (SELECT {_COPY_SQL}) GROUP BY tbl, source ORDER BY tbl, source""")
 
     def best_verified(self) -> Iterator[tuple[str, str, dict[str, Any] | None, bytes | None, bool]]:
         """Per committed key: (table, key, columns, data, placeable) of its newest verified copy,
@@ -150,14 +185,12 @@ class Spool:
         self.conn.close()
 
 
-def _raw(column: str) -> str:
-    """SQL passing a text column to a Python function as bytes (no UTF-8 decode on the way)."""
-    return f"CASE WHEN typeof({column}) = 'text' THEN CAST({column} AS BLOB) ELSE {column} END"
-
-
-def _text(value: Any) -> Any:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def _key(values: list[Any]) -> str:
-    return json.dumps(values, ensure_ascii=False, separators=(",", ":"))
+def _agree_sql(table: str) -> str:
+    """SQL: 1 when every indexed column equals the field of ``data`` it duplicates (as
+    salvage_rows.columns_agree does in Python); 0 when they differ or data is not JSON."""
+    tests = []
+    for column, field in TABLES[table].columns.items():
+        if field:
+            value = f"json_extract(data, '$.{field}')"
+            tests.append(f"{column} IS " + (f"coalesce({value}, 1)" if field == "v" else value))
+    return f"CASE WHEN json_valid(data) THEN ({' AND '.join(tests)}) ELSE 0 END"
