@@ -1,12 +1,15 @@
 """Kill a real archive/restore process with SIGKILL at random points, re-run, lose nothing.
 
 After every kill: every original row is in at least one of the two files, byte-identical
-wherever it is. After the re-run: every original row is in exactly one file, byte-identical,
+wherever it is. On every other archive round the app then revives one idle chat (a new
+message) before the re-run, so a chat half-moved by the killed run may have to stay. After
+the re-run: every original row is in exactly one file, byte-identical,
 and both files pass PRAGMA integrity_check and check. Set CRASH_SEED to replay a failure.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import time
@@ -16,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from steerable_agent_runtime.maintenance.archive import archive, restore
+from steerable_agent_runtime.models import ChatMessage
+from steerable_agent_runtime.storage.sqlite import SqliteStorage
 from tests.maintenance import crashkit
 from tests.maintenance.storemaker import (
     NOW, ChatSpec, assert_healthy, assert_moved_exactly_once, assert_nothing_lost, make_store, rows_of,
@@ -33,6 +38,20 @@ def template(tmp_path_factory):
     return make_store(base / "sessions.db", chats)
 
 
+def _revive(store: Path, index: int) -> dict:
+    """As the app would: append a message from today to chat ``index``; return its new row."""
+    async def append() -> None:
+        s = SqliteStorage(store)
+        try:
+            await s.append_message(ChatMessage(id=f"m-{index}-revived", chat_id=f"chat-{index:04d}", role="user",
+                                               content="back again", created_at=NOW.isoformat()))
+        finally:
+            await s.close()
+
+    asyncio.run(append())
+    return {k: v for k, v in rows_of(store, ("messages",)).items() if k == ("messages", (f"m-{index}-revived",))}
+
+
 def _archive_rounds(template: Path, tmp_path: Path, rounds: int) -> None:
     rng = random.Random(SEED)
     calib = tmp_path / "calib"
@@ -46,9 +65,12 @@ def _archive_rounds(template: Path, tmp_path: Path, rounds: int) -> None:
         proc = crashkit.start("archive", store, arc, str(rng.choice([1, 2, 5])))
         interrupted += crashkit.kill_after(proc, rng.uniform(0, duration * 0.9))
         assert_nothing_lost(original, store, arc)
+        revived = _revive(store, rng.randrange(16)) if n % 2 else {}  # the app ran before the re-run
         archive(store, to=arc, older_than=timedelta(days=30), now=NOW)
-        assert_moved_exactly_once(original, store, arc)
-        assert len({k for k in rows_of(store) if k[0] == "sessions"}) == 2, f"seed {SEED} round {n}"
+        assert_moved_exactly_once({**original, **revived}, store, arc)
+        left = rows_of(store)
+        assert set(revived) <= set(left), f"seed {SEED} round {n}: a message from today was archived"
+        assert {k[1][0] for k in left if k[0] == "sessions"} >= {"s-16-0", "s-17-0"}, f"seed {SEED} round {n}"
         assert_healthy(store)
         assert_healthy(arc)
     assert interrupted >= rounds // 3, f"only {interrupted} of {rounds} kills hit a running job (seed {SEED})"

@@ -11,6 +11,9 @@ archive guarantees:
   never by the store); the eligible chats of a page move as one batch, copy -> verify ->
   commit the archive -> delete from the store (chatmove.move_batch). A kill at any point
   loses nothing; a re-run converges.
+- A chat that stays (active or recent) but of which the archive holds rows byte-identical
+  to the store's (a run killed between commit and delete, then the app touched the chat)
+  has those archive copies removed (``leftover_copies_removed``); differing rows are kept.
 - A chat with a row in both files that differs is a conflict: it stays whole in the store,
   nothing of it is added to the archive, an ``archive.conflict`` error finding names the
   table and key (exit 1), and the other chats still move.
@@ -35,7 +38,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from ..errors import UsageError
-from .chatmove import BatchResult, RowCounts, count_rows, load_batch, move_batch, prepare
+from .chatmove import (BatchResult, RowCounts, chats_in_destination, count_rows, drop_leftover_copies, load_batch,
+                        move_batch, prepare)
 from .duration import cutoff_timestamp
 from .report import Finding, JobReport, Progress, no_progress
 from ..storage.fileprobe import probe
@@ -68,6 +72,11 @@ class ArchiveReport(JobReport):
     chats_skipped: dict[str, int] = {"active": 0, "recent": 0, "conflict": 0}
     rows_moved: RowCounts = RowCounts()
     rows_already_in_archive: RowCounts = RowCounts()
+    staying_chats_in_archive: int = 0
+    leftover_copies_removed: RowCounts = RowCounts()
+    """Rows of chats that stay in the store which an interrupted earlier run had already
+    copied (byte-identical to the store's row): removed from the archive, so each row is in
+    one file. Archive rows that differ from the store's are never removed."""
 
 
 class RestoreReport(JobReport):
@@ -124,6 +133,8 @@ def archive(path: str | os.PathLike[str], *, to: str | os.PathLike[str], older_t
             eligible = _eligible(conn, page, report)
             if eligible:
                 _archive_batch(conn, eligible, report)
+            if not dry_run and not created:
+                _drop_leftovers(conn, sorted(set(page) - set(eligible)), report)
             progress("archive chats", report.chats_moved, None)
     return report
 
@@ -176,6 +187,14 @@ def _archive_batch(conn: sqlite3.Connection, chats: list[str], report: ArchiveRe
         else:
             report.chats_skipped["conflict"] += 1
             report.findings.append(_conflict_finding(single, chat_id, str(report.archive)))
+
+
+def _drop_leftovers(conn: sqlite3.Connection, staying: list[str], report: ArchiveReport) -> None:
+    """Remove from the archive identical copies of chats that stay (an interrupted earlier run)."""
+    leftovers = chats_in_destination(conn, staying) if staying else []
+    if leftovers:
+        report.staying_chats_in_archive += len(leftovers)
+        report.leftover_copies_removed.add(drop_leftover_copies(conn, leftovers))
 
 
 def _record(report: ArchiveReport, result: BatchResult, chats: int) -> None:

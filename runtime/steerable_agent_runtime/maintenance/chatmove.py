@@ -17,10 +17,16 @@ Guarantees of :func:`move_batch`:
   (``INSERT OR IGNORE`` + verify) and the source copy is deleted. A row in both files with
   different bytes is a conflict: the batch is rolled back, nothing is deleted, nothing is
   overwritten, and the conflict (table, key) is returned.
+
+:func:`drop_leftover_copies` handles the other way an interrupted move can be left: the
+copy committed, the source delete did not, and by the re-run the chat is no longer
+eligible (the app touched it). It deletes from ``dst`` only rows that are byte-identical to
+a row the source still holds, in one transaction, so no information can be lost.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass, field
 
@@ -109,16 +115,21 @@ def _copy(conn: sqlite3.Connection) -> RowCounts:
     return counts
 
 
+def _identical(table: str) -> str:
+    """SQL: row ``d`` of dst has the same key and the same bytes in every column as ``s``."""
+    spec = TABLES[table]
+    same = [f"d.{c} = s.{c}" for c in spec.key]
+    same += [f"d.{c} IS s.{c}" for c in spec.columns if c not in spec.key]
+    same += ["CAST(d.data AS BLOB) = CAST(s.data AS BLOB)", "d.crc = s.crc"]
+    return " AND ".join(same)
+
+
 def _first_mismatch(conn: sqlite3.Connection) -> Conflict | None:
     """The first batch row of the source without a byte-identical row in ``dst``, or None."""
     for table in CHAT_TABLES:
-        spec = TABLES[table]
-        same = [f"d.{c} = s.{c}" for c in spec.key]
-        same += [f"d.{c} IS s.{c}" for c in spec.columns if c not in spec.key]
-        same += ["CAST(d.data AS BLOB) = CAST(s.data AS BLOB)", "d.crc = s.crc"]
-        keys = " || '/' || ".join(f"s.{c}" for c in spec.key)
+        keys = " || '/' || ".join(f"s.{c}" for c in TABLES[table].key)
         sql = (f"SELECT {keys} FROM main.{table} s WHERE {_where(table, 's')} AND NOT EXISTS"
-               f" (SELECT 1 FROM dst.{table} d WHERE {' AND '.join(same)}) LIMIT 1")
+               f" (SELECT 1 FROM dst.{table} d WHERE {_identical(table)}) LIMIT 1")
         row = conn.execute(sql).fetchone()
         if row is not None:
             return Conflict(table=table, key=str(row[0]))
@@ -164,6 +175,35 @@ def _delete_verified(conn: sqlite3.Connection, expected: RowCounts) -> None:
     except BaseException:
         rollback(conn)
         raise
+
+
+def chats_in_destination(conn: sqlite3.Connection, chats: list[str]) -> list[str]:
+    """The chats of ``chats`` of which ``dst`` holds any session, message, trace or history row."""
+    held = " OR ".join(f"EXISTS (SELECT 1 FROM dst.{t} WHERE {TABLES[t].chat_column} = page.chat_id)"
+                       for t in ("sessions", "messages", "traces", "history"))
+    sql = f"WITH page(chat_id) AS (SELECT value FROM json_each(?)) SELECT chat_id FROM page WHERE {held}"
+    return [row[0] for row in conn.execute(sql, (json.dumps(chats),))]
+
+
+def drop_leftover_copies(conn: sqlite3.Connection, chats: list[str]) -> RowCounts:
+    """Delete from ``dst`` the rows of ``chats`` that the source holds byte-identical; one transaction.
+
+    For chats that stay in the source. A dst row that differs from the source, or that the
+    source does not hold, is kept (never destroyed: it may be the only copy).
+    """
+    load_batch(conn, chats)
+    counts = RowCounts()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table in reversed(CHAT_TABLES):
+            sql = (f"DELETE FROM dst.{table} WHERE rowid IN (SELECT d.rowid FROM main.{table} s"
+                   f" JOIN dst.{table} d ON {_identical(table)} WHERE {_where(table, 's')})")
+            setattr(counts, table, conn.execute(sql).rowcount)
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        raise
+    return counts
 
 
 def rollback(conn: sqlite3.Connection) -> None:
