@@ -44,4 +44,8 @@ def _render(report: ArchiveReport) -> None:
     stdout.print(f"chats {verb}: {report.chats_moved} in {report.batches} batches; kept: {skipped}")
     stdout.print(f"cutoff: nothing at or after {report.cutoff}"
                  + ("; archive file created" if report.archive_created else ""))
+    if report.leftover_copies_removed.total:
+        stdout.print(f"removed {report.leftover_copies_removed.total} rows from the archive that an interrupted"
+                     f" earlier run had copied of {report.staying_chats_in_archive} chats that stay (each kept"
+                     " byte-identical in the store)")
     render_findings(report.findings)

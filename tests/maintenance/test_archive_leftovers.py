@@ -92,3 +92,30 @@ def test_archive_never_removes_archived_rows_the_store_does_not_hold(store, tmp_
     report = archive(store, to=target, older_than=CUTOFF, now=NOW)
     assert report.staying_chats_in_archive == 1 and report.leftover_copies_removed.total == 0
     assert _chat_rows(rows_of(target), 2) == archived
+
+
+def test_cli_archive_human_output_mentions_removed_leftovers(store, tmp_path):
+    from click.testing import CliRunner
+
+    from steerable_maint.cli import main
+
+    target = tmp_path / "archive.db"
+    _interrupted_copy(store, target, "chat-0003")  # chat 3 is recent: it stays
+    result = CliRunner().invoke(main, ["archive", str(store), "--to", str(target), "--older-than", "30d"])
+    assert result.exit_code == 0, result.output
+    assert "removed 12 rows from the archive" in result.stdout
+
+
+def test_cli_archive_json_counts_removed_leftovers(store, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from steerable_maint.cli import main
+
+    target = tmp_path / "archive.db"
+    _interrupted_copy(store, target, "chat-0003")
+    result = CliRunner().invoke(main, ["archive", str(store), "--to", str(target), "--older-than", "30d", "--json"])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 0 and report["staying_chats_in_archive"] == 1
+    assert report["leftover_copies_removed"]["messages"] == 3
