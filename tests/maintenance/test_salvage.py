@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from steerable_agent_runtime.errors import NotAStoreError, OutputExistsError, StoreAlreadyOwnedError
+from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.salvage import salvage
 from steerable_agent_runtime.storage.lease import WriteLease
 from steerable_agent_runtime.storage.sqlite import SqliteStorage
@@ -160,6 +161,7 @@ def test_rebuild_writes_a_store_with_every_verified_row_byte_identical(store, tm
     assert report.unplaced_total == 0 and sum(report.rebuilt.values()) == len(rows)
     assert set(read_rows(tmp_path / "new.db")) == set(rows)
     assert (tmp_path / "new.db").stat().st_mode & 0o777 == 0o600
+    assert check(tmp_path / "new.db").findings == []
     reopened = SqliteStorage(tmp_path / "new.db")
     try:
         assert asyncio.run(reopened.list_history("chat-0"))  # the runtime reads it, checksums and all

@@ -4,7 +4,8 @@ Profiles (tests/conftest.py): ``ci`` runs by default (a few dozen cases, well un
 minute); ``soak`` runs thousands: ``pytest tests/maintenance/test_salvage_props.py
 --hypothesis-profile=soak`` (or HYPOTHESIS_PROFILE=soak).
 
-For every damage class in tests/damage.py it asserts: salvage never raises; every copy it
+For every damage class in tests/damage.py it asserts: check never crashes (a report or a
+SteerableError) and reports a checksum failure salvage found; salvage never raises; every copy it
 exports as verified has exactly the data bytes of an original row (no invented rows: the
 checksum covers ``data``); every original row whose page was not damaged is exported
 verified (rows short enough to live on one page: their leaf page is all that matters).
@@ -21,7 +22,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steerable_agent_runtime.errors import SteerableError
 from steerable_agent_runtime.maintenance.btree_reader import leaf_cells, loose_leaf_pages
+from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.salvage import salvage
 from steerable_agent_runtime.maintenance.salvage_rows import match_table, to_row
 from steerable_agent_runtime.maintenance.sqlite_format import SqliteFile
@@ -70,6 +73,7 @@ def _check_case(work: Path, damage: str, seed: int, chats: int, entries: int) ->
     surviving = _page_images(db, wal)
 
     report = salvage(db, work / "out.jsonl", rebuild=work / "new.db")
+    _check_reports_what_salvage_saw(db, report)
 
     lines = [json.loads(x) for x in (work / "out.jsonl").read_text(encoding="utf-8").splitlines()]
     verified = {(r["table"], r["data"].encode()) for r in lines if r["verified"]}
@@ -78,6 +82,17 @@ def _check_case(work: Path, damage: str, seed: int, chats: int, entries: int) ->
     must = {(r.table, r.data) for r in rows if len(r.data) < SHORT and pristine.get((r.table, r.data)) in surviving}
     assert must <= verified, f"{len(must - verified)} rows on undamaged pages not recovered ({damage})"
     assert report.rows_written == len(lines)
+
+
+def _check_reports_what_salvage_saw(db: Path, report) -> None:
+    """check never crashes: it returns a report or refuses the file with a SteerableError;
+    a row salvage found failing its checksum is a problem check reports too."""
+    try:
+        found = check(db)
+    except SteerableError:
+        return
+    if any(t.unverified for t in report.tables.values()):
+        assert found.has_errors
 
 
 @given(damage=st.sampled_from(sorted(DAMAGES)), seed=st.integers(0, 2**31), chats=st.integers(1, 4),
