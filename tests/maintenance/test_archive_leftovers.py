@@ -103,7 +103,7 @@ def test_cli_archive_human_output_mentions_removed_leftovers(store, tmp_path):
     _interrupted_copy(store, target, "chat-0003")  # chat 3 is recent: it stays
     result = CliRunner().invoke(main, ["archive", str(store), "--to", str(target), "--older-than", "30d"])
     assert result.exit_code == 0, result.output
-    assert "removed 12 rows from the archive" in result.stdout
+    assert "removed 17 rows from the archive" in result.stdout
 
 
 def test_cli_archive_json_counts_removed_leftovers(store, tmp_path):
