@@ -28,7 +28,7 @@ def test_inspect_json_reports_sizes_pages_versions_rows_and_newest_write():
     assert r["rows"] == expected("mixed-v1-v2")["rows"]
     assert r["record_versions"] == {"1": 2, "2": 9} and r["records"] == 3
     assert r["newest_write"] == "2026-01-01T00:53:00.000000Z" and r["newest_write_table"] == "history"
-    assert r["lease_held"] is False and r["access"] == "copy"
+    assert r["lease_held"] is False and r["access"] == "immutable"
 
 
 def test_inspect_human_view_shows_the_same_facts():

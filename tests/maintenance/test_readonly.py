@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from steerable_agent_runtime.errors import NotAStoreError, SchemaTooNewError
-from steerable_agent_runtime.maintenance.readonly import open_readonly
+from steerable_agent_runtime.maintenance.readonly import open_readonly, read_store
 
 from .conftest import FIXTURES, snapshot
 from .readjobs import READ_JOBS, live_rows
@@ -28,10 +28,20 @@ def _db_file(conn: sqlite3.Connection) -> Path:
     return Path(conn.execute("PRAGMA database_list").fetchone()[2])
 
 
-def test_quiescent_store_is_read_from_a_private_copy_that_is_removed(fixture_copy):
+def test_quiescent_store_is_read_in_place_immutable_without_a_copy(fixture_copy):
     db = fixture_copy("healthy")
     before = snapshot(db.parent)
     with open_readonly(db) as conn:
+        assert conn.strategy == "immutable" and _db_file(conn) == db.resolve()
+        assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 2
+        assert not conn.overtaken()
+    assert snapshot(db.parent) == before
+
+
+def test_private_copy_lives_in_a_0700_directory_elsewhere_and_is_removed(fixture_copy):
+    db = fixture_copy("healthy")
+    before = snapshot(db.parent)
+    with open_readonly(db, force_copy=True) as conn:
         assert conn.strategy == "copy"
         copy = _db_file(conn)
         assert copy.parent != db.parent.resolve()
@@ -48,6 +58,25 @@ def test_wal_without_shm_is_copied_with_its_wal_and_no_shm_appears(fixture_copy)
         assert conn.strategy == "copy"
         assert conn.execute("SELECT count(*) FROM sessions WHERE chat_id = 'chat-gamma'").fetchone()[0] == 1
     assert snapshot(db.parent) == before
+
+
+def test_immutable_read_overtaken_by_a_checkpoint_runs_again_on_the_live_files(fixture_copy, live_writer):
+    db = fixture_copy("healthy")
+    live = db.with_name("live.db")
+    db.rename(live)
+    seen: list[tuple[str, int]] = []
+    written: list[int] = []
+
+    def job(conn):
+        if not seen:  # the app starts and checkpoints while the job reads
+            writer = live_writer(live)
+            written.append(writer.write(4))
+            assert writer.send("checkpoint").startswith("checkpointed")
+        seen.append((conn.strategy, conn.execute("SELECT count(*) FROM history").fetchone()[0]))
+        return seen[-1]
+
+    assert read_store(live, job) == ("shared", 7 + written[0])
+    assert [strategy for strategy, _ in seen] == ["immutable", "shared"]  # what the first saw is thrown away
 
 
 def test_connection_refuses_writes(fixture_copy):

@@ -8,6 +8,7 @@ automatic checkpoints off so every commit stays in the ``-wal``, writes one chat
   session with ``stageData.writes`` = entries so far; print ``wrote TOTAL``;
 - ``run``: keep writing like ``write 1`` until ``pause``;
 - ``pause``: stop, print ``paused OK FAILED`` (commits made and commits that raised);
+- ``checkpoint``: copy the -wal into the db file (PASSIVE), print ``checkpointed FRAMES``;
 - ``exit``: close cleanly (SQLite checkpoints and removes the -wal) and exit 0.
 
 A child killed with SIGKILL leaves its ``-wal`` and ``-shm`` behind, as a crashed app does.
@@ -73,6 +74,9 @@ async def main(db: str) -> None:
                 await writer.one()
                 await asyncio.sleep(0.002)
             print(f"paused {writer.ok} {writer.failed}", flush=True)
+        elif cmd[0] == "checkpoint":
+            busy, frames, done = writer.store.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            print(f"checkpointed {done}", flush=True)
         elif cmd[0] == "exit":
             break
     await writer.store.close()

@@ -5,7 +5,7 @@ Checks (DESIGN.md, Maintenance): SQLite integrity (``PRAGMA integrity_check``, o
 shape and indexed columns (full check only), history seq contiguity, record versions
 (newer -> the downgrade triage, v1 -> legacy), orphans, the lease holder, the ``-wal`` size.
 
-Guarantees: opens the store through :func:`open_readonly` (no lease, no byte changed, no
+Guarantees: reads the store through :func:`read_store` (no lease, no byte changed, no
 file created, one read snapshot); counts every finding and keeps the first
 ``max_per_code`` of each code; a part SQLite cannot read becomes a ``sqlite-integrity``
 finding and the other checks still run. A schema newer than this build is a
@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..storage.lease import lease_holder
 from ..storage.schema import SCHEMA_VERSION, TABLES, TableSpec
 from .check_codes import FindingLog
-from .readonly import ReadOnlyConnection, open_readonly
-from .recordcheck import (DowngradeRecord, check_contiguity, stats_from_columns, unknown_types_from_columns,
-                          version_findings)
+from .readonly import ReadOnlyConnection, read_store
+from .recordcheck import (DowngradeRecord, check_contiguity, stats_from_columns, version_findings)
 from .report import JobReport, Progress, no_progress
 from .rowcheck import RecordStats, scan_entities, scan_history
 
@@ -60,31 +60,40 @@ class CheckReport(JobReport):
 def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: int = 20,
           wal_threshold_bytes: int = DEFAULT_WAL_THRESHOLD, progress: Progress | None = None) -> CheckReport:
     """Check the store at ``path`` and return every finding (see the module docstring)."""
-    log, tick = FindingLog(max_per_code), progress or no_progress
-    report = CheckReport(path=str(path), quick=quick)
-    with open_readonly(path, allow_newer_schema=True) as conn:
+    tick = progress or no_progress
+
+    def read(conn: ReadOnlyConnection) -> tuple[CheckReport, FindingLog]:
+        log, report = FindingLog(max_per_code), CheckReport(path=str(path), quick=quick)
         report.access, report.schema_version = conn.strategy, conn.user_version
-        report.integrity_ok = _integrity(conn, quick, log, tick)
-        if _schema_ok(conn, log):
-            _rows(conn, quick, report, log, tick)
+        pragma = "quick_check" if quick else "integrity_check"
+        tick(pragma, 0, None)
+        with ThreadPoolExecutor(1) as pool:  # SQLite releases the GIL: the pragma runs beside the row scan
+            integrity = pool.submit(_integrity, conn.sibling(), pragma)
+            if _schema_ok(conn, log):
+                _rows(conn, quick, report, log, tick)
+            problems = integrity.result()
+        tick(pragma, 1, 1)
+        for line in problems:
+            log.add("sqlite-integrity", f"{pragma}: {line}")
+        report.integrity_ok = not problems
+        return report, log
+
+    report, log = read_store(path, read, allow_newer_schema=True)
     _lease(path, report, log)
     _wal(Path(path), wal_threshold_bytes, report, log)
     report.counts, report.findings = dict(sorted(log.counts.items())), log.findings
     return report
 
 
-def _integrity(conn: ReadOnlyConnection, quick: bool, log: FindingLog, tick: Progress) -> bool:
-    pragma = "quick_check" if quick else "integrity_check"
-    tick(pragma, 0, None)
+def _integrity(conn: ReadOnlyConnection, pragma: str) -> list[str]:
+    """The problems ``PRAGMA integrity_check`` / ``quick_check`` reports ([] when "ok"); closes ``conn``."""
     try:
         lines = [r[0] for r in conn.execute(f"PRAGMA {pragma}({_INTEGRITY_MAX_ERRORS})")]
     except sqlite3.DatabaseError as exc:
-        lines = [f"{pragma} could not finish: {exc}"]
-    tick(pragma, 1, 1)
-    problems = [line for line in lines if line != "ok"]
-    for line in problems:
-        log.add("sqlite-integrity", f"{pragma}: {line}")
-    return not problems
+        lines = [f"could not finish: {exc}"]
+    finally:
+        conn.close()
+    return [line for line in lines if line != "ok"]
 
 
 def _schema_ok(conn: ReadOnlyConnection, log: FindingLog) -> bool:
@@ -120,8 +129,7 @@ def _rows(conn: ReadOnlyConnection, quick: bool, report: CheckReport, log: Findi
             _guarded(log, f"table {name}", lambda name=name, spec=spec: _scan(conn, spec, report, log, stats, tick))
     _guarded(log, "history seqs", lambda: check_contiguity(conn, log))
     if quick:
-        _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn)))
-        _guarded(log, "history types", lambda: unknown_types_from_columns(conn, log))
+        _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn, log)))
     report.record_versions = {str(v): n for v, n in sorted(stats.versions.items())}
     report.downgrades = version_findings(conn, stats, log)
     _guarded(log, "orphans", lambda: _orphans(conn, log))

@@ -11,7 +11,7 @@ Resume (``resume=True``) follows ``resume_transcript``: from the newest checkpoi
 Entries before the checkpoint are not read. At the first unreadable entry of that tail the
 transcript stops: ``resume_blocked_at`` names it, because the app's resume fails there.
 
-Guarantees: opens through :func:`open_readonly` (no lease, no byte changed, no file
+Guarantees: reads through :func:`read_store` (no lease, no byte changed, no file
 created). Raises UsageError when the chat has no record and no session, SchemaTooNewError
 for a newer schema, and what ``open_readonly`` raises for a file that is not a store.
 """
@@ -29,7 +29,7 @@ from ..errors import RecordFormatError, UsageError
 from ..history import CompactionBoundary, HistorySeed, parse_entry
 from ..storage.schema import CHECKPOINT_WHERE
 from .check_codes import FindingLog
-from .readonly import ReadOnlyConnection, open_readonly
+from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
 
 _UNREADABLE_HINT = ("the app cannot read this entry and fails closed on it; run `steerable-maint check DB` for the"
@@ -69,13 +69,17 @@ def history(path: str | os.PathLike[str], record_id: str, *, resume: bool = Fals
             progress: Progress | None = None) -> HistoryReport:
     """Show the record of chat ``record_id`` (see the module docstring)."""
     tick, log = progress or no_progress, FindingLog(max_per_code=1000)
-    report = HistoryReport(path=str(path), record_id=record_id, resume=resume)
-    with open_readonly(path) as conn:
+
+    def read(conn: ReadOnlyConnection) -> HistoryReport:
+        report = HistoryReport(path=str(path), record_id=record_id, resume=resume)
         _refuse_unknown_chat(conn, record_id)
         if resume:
             report.checkpoint_seq = conn.execute(
                 f"SELECT max(seq) FROM history WHERE record_id = ? AND {CHECKPOINT_WHERE}", (record_id,)).fetchone()[0]
         report.entries = _read(conn, record_id, report.checkpoint_seq or 0, tick)
+        return report
+
+    report = read_store(path, read)
     report.unreadable = [e.seq for e in report.entries if not e.readable]
     for entry in report.entries:
         if not entry.readable:

@@ -4,7 +4,7 @@ Sizes of db/-wal/-shm, page size and count, freelist, schema version, record ver
 histogram, rows per table, the newest write, the lease holder. Reads only page-level
 pragmas, ``count(*)`` and indexed columns (never ``data``), so it is quick on any size.
 
-Guarantees: opens through :func:`open_readonly` (no lease, no byte changed, no file
+Guarantees: reads through :func:`read_store` (no lease, no byte changed, no file
 created). A schema newer than this build is shown with a ``schema-too-new`` finding and the
 row statistics are left out (their layout may differ); never an exception for that.
 Raises what ``open_readonly`` raises for a file that is not a readable store.
@@ -18,7 +18,7 @@ from pathlib import Path
 from ..storage.lease import lease_holder
 from ..storage.schema import SCHEMA_VERSION, TABLES
 from .check_codes import FindingLog
-from .readonly import ReadOnlyConnection, open_readonly
+from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
 
 _NEWEST = {"sessions": "updated_at", "messages": "created_at", "traces": "started_at",
@@ -56,15 +56,20 @@ class InspectReport(JobReport):
 
 def inspect(path: str | os.PathLike[str], *, progress: Progress | None = None) -> InspectReport:
     """Return the overview of the store at ``path`` (see the module docstring)."""
-    tick, log = progress or no_progress, FindingLog(max_per_code=20)
-    report = InspectReport(path=str(path), **_file_sizes(Path(path)))
-    with open_readonly(path, allow_newer_schema=True) as conn:
+    tick, journal = progress or no_progress, _journal_mode(Path(path))
+
+    def read(conn: ReadOnlyConnection) -> tuple[InspectReport, FindingLog]:
+        log, report = FindingLog(max_per_code=20), InspectReport(path=str(path), **_file_sizes(Path(path)))
         _pages(conn, report)
+        report.journal_mode = journal
         if conn.user_version > SCHEMA_VERSION:
             log.add("schema-too-new", f"schema version {conn.user_version} was written by a newer build (this"
                     f" build reads up to {SCHEMA_VERSION}); row statistics left out")
         else:
             _tables(conn, report, tick)
+        return report, log
+
+    report, log = read_store(path, read, allow_newer_schema=True)
     holder = lease_holder(path)
     report.lease_held, report.lease_holder_pid = holder is not None, holder.pid if holder else None
     report.findings = log.findings
@@ -78,6 +83,20 @@ def _size(path: Path) -> int | None:
         return None
 
 
+def _journal_mode(path: Path) -> str:
+    """``wal`` or ``rollback`` from the header's read/write version bytes (offsets 18, 19).
+
+    Read before any connection is open: closing a plain file descriptor of the db would drop
+    this process's POSIX locks on it. (An ``immutable`` connection always says "delete".)
+    """
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(20)
+    except OSError:
+        return "unknown"
+    return "wal" if header[18:20] == b"\x02\x02" else "rollback"
+
+
 def _file_sizes(path: Path) -> dict[str, int | None]:
     return {"db_bytes": _size(path) or 0, "wal_bytes": _size(path.with_name(path.name + "-wal")),
             "shm_bytes": _size(path.with_name(path.name + "-shm"))}
@@ -85,7 +104,7 @@ def _file_sizes(path: Path) -> dict[str, int | None]:
 
 def _pages(conn: ReadOnlyConnection, report: InspectReport) -> None:
     report.access, report.schema_version, report.application_id = conn.strategy, conn.user_version, conn.application_id
-    for name in ("page_size", "page_count", "freelist_count", "journal_mode"):
+    for name in ("page_size", "page_count", "freelist_count"):
         setattr(report, name, conn.execute(f"PRAGMA {name}").fetchone()[0])
 
 

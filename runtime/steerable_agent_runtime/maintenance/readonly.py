@@ -1,7 +1,8 @@
 """Open a store for reading without taking its lease and without touching a byte of it.
 
-:func:`open_readonly` is how every read-only job (check, inspect, history, search) reads a
-store, including while the app owns it and has committed rows only in the ``-wal``.
+:func:`read_store` (and the lower-level :func:`open_readonly`) is how every read-only job
+(check, inspect, history, search) reads a store, including while the app owns it and has
+committed rows only in the ``-wal``.
 
 Strategy, and why (SQLite facts, https://www.sqlite.org/wal.html section 5 and the URI
 parameters page):
@@ -15,12 +16,18 @@ parameters page):
   read mark, never recovers or checkpoints, and when the ``-shm`` is stale (a writer
   crashed) it rebuilds the wal-index in private heap memory. Nothing is created. Committed
   ``-wal`` frames are visible; the owner keeps writing (WAL readers never block writers).
-- ``copy``: otherwise (no ``-wal`` or no ``-shm``: the store is quiescent, or a file was
-  copied without its ``-shm``), or when the shared open fails, copy the db and its ``-wal``
-  into a private directory (``tempfile.mkdtemp``: mode 0700, never the db's directory) and
-  open the copy. The copy is taken between two stats of the source; if the source changed
-  in between (a writer started) the copy is retried, and then the shared mode is tried
-  again. The private directory is removed on exit.
+- ``immutable``: when there is no ``-wal`` (or an empty one) and no ``-shm``, every committed
+  row is in the db file, so ``immutable=1`` reads all of it with no lock and no file
+  created, at full speed and without copying gigabytes. ``immutable`` takes no lock, so a
+  writer that starts meanwhile could checkpoint into the db file under us: the db file's
+  identity, size and times are taken before the open and compared after the job, and
+  :func:`read_store` runs the job again when they moved (the second time the live files
+  are read ``shared``, the third time from a private copy).
+- ``copy``: when there are ``-wal`` frames but no ``-shm`` (files copied without it, like
+  the wal-pending fixture), or the shared open fails, copy the db and its ``-wal`` into a
+  private directory (``tempfile.mkdtemp``: mode 0700, never the db's directory) and open the
+  copy. The copy is taken between two stats of the source and retried when the source
+  changed in between. The private directory is removed on exit.
 
 Guarantees: never takes the lease, never checkpoints, creates no file next to the db and
 changes no byte of db, ``-wal`` or ``-shm`` when no connection in *this* process has the
@@ -38,9 +45,10 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import DatabaseDamagedError, NotAStoreError
 from ..storage.fileprobe import probe, refuse_foreign, refuse_newer_schema
@@ -52,8 +60,8 @@ _COPY_ATTEMPTS = 3
 class ReadOnlyConnection(sqlite3.Connection):
     """A sqlite3 connection that knows how it was opened.
 
-    ``strategy`` is ``shared`` (the live files, ``readonly_shm``) or ``copy`` (a private
-    copy); ``source`` is the store's path; ``user_version`` and ``application_id`` are what
+    ``strategy`` is ``shared`` (the live files, ``readonly_shm``), ``immutable`` (the db
+    file alone, nothing in a -wal) or ``copy`` (a private copy); ``source`` is the store's path; ``user_version`` and ``application_id`` are what
     SQLite reports (the ``-wal`` may be newer than the file header).
     """
 
@@ -61,14 +69,55 @@ class ReadOnlyConnection(sqlite3.Connection):
     source: Path = Path()
     user_version: int = 0
     application_id: int = 0
+    fingerprint: tuple[int, ...] | None = None
+
+    uri: str = ""
+
+    def sibling(self) -> "ReadOnlyConnection":
+        """A second connection to the same files opened the same way (for a parallel read).
+
+        Its snapshot is its own; use it for what does not need the first one's (integrity).
+        """
+        conn = sqlite3.connect(self.uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
+                               check_same_thread=False)
+        conn.strategy, conn.source, conn.uri = self.strategy, self.source, self.uri
+        conn.execute("PRAGMA query_only = 1")
+        return conn
+
+    def overtaken(self) -> bool:
+        """Whether the db file changed since an ``immutable`` open (the read may be torn)."""
+        return self.strategy == "immutable" and _fingerprint(self.source) != self.fingerprint
+
+
+T = TypeVar("T")
+
+
+def read_store(path: str | os.PathLike[str], job: Callable[[ReadOnlyConnection], T], *,
+               allow_newer_schema: bool = False) -> T:
+    """Run ``job(conn)`` on one consistent read-only snapshot of the store and return its result.
+
+    An ``immutable`` read overtaken by a writer's checkpoint is thrown away and the job runs
+    again (then on a private copy); so ``job`` must only read, and build its result afresh.
+    """
+    for attempt in range(3):
+        with open_readonly(path, allow_newer_schema=allow_newer_schema, force_copy=attempt == 2) as conn:
+            result = job(conn)
+            if not conn.overtaken():
+                return result
+    raise AssertionError("unreachable: a private copy is never overtaken")  # pragma: no cover
 
 
 @contextmanager
-def open_readonly(path: str | os.PathLike[str], *, allow_newer_schema: bool = False) -> Iterator[ReadOnlyConnection]:
-    """Yield a read-only connection to the store at ``path`` (see the module docstring)."""
+def open_readonly(path: str | os.PathLike[str], *, allow_newer_schema: bool = False,
+                  force_copy: bool = False) -> Iterator[ReadOnlyConnection]:
+    """Yield a read-only connection to the store at ``path`` (see the module docstring).
+
+    With an ``immutable`` connection the caller must check ``conn.overtaken()`` after its
+    reads (:func:`read_store` does).
+    """
     source = Path(path)
     refuse_foreign(probe(source), source)
-    conn, private_dir = _open(source)
+    conn, private_dir = _open(source, force_copy)
     try:
         _adopt(conn, source, allow_newer_schema)
         yield conn
@@ -82,12 +131,15 @@ def _sidecar(source: Path, suffix: str) -> Path:
     return source.with_name(source.name + suffix)
 
 
-def _open(source: Path) -> tuple[ReadOnlyConnection, Path | None]:
+def _open(source: Path, force_copy: bool) -> tuple[ReadOnlyConnection, Path | None]:
     for _ in range(_COPY_ATTEMPTS):
-        if _sidecar(source, "-wal").exists() and _sidecar(source, "-shm").exists():
+        wal, shm = _fingerprint(_sidecar(source, "-wal")), _fingerprint(_sidecar(source, "-shm"))
+        if wal is not None and shm is not None and not force_copy:
             conn = _try_shared(source)
             if conn is not None:
                 return conn, None
+        elif (wal is None or wal[1] == 0) and shm is None and not force_copy:
+            return _immutable(source), None
         private_dir = _private_copy(source)
         if private_dir is not None:
             return _connect(private_dir / source.name, "copy", source), private_dir
@@ -108,20 +160,29 @@ def _try_shared(source: Path) -> ReadOnlyConnection | None:
     return conn
 
 
+def _immutable(source: Path) -> ReadOnlyConnection:
+    """Open the db file alone: nothing is in a -wal, so nothing is missed."""
+    fingerprint = _fingerprint(source)
+    conn = _connect(source, "immutable", source, "&immutable=1")
+    conn.fingerprint = fingerprint
+    return conn
+
+
 def _connect(db: Path, strategy: str, source: Path, extra: str = "") -> ReadOnlyConnection:
     uri = f"{db.resolve().as_uri()}?mode=ro{extra}"
     conn = sqlite3.connect(uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
                            check_same_thread=False)
-    conn.strategy, conn.source = strategy, source
+    conn.strategy, conn.source, conn.uri = strategy, source, uri
     return conn
 
 
-def _fingerprint(path: Path) -> tuple[int, int, int] | None:
+def _fingerprint(path: Path) -> tuple[int, ...] | None:
+    """Identity, size and times of a file (None when absent): what a write would move."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _private_copy(source: Path) -> Path | None:

@@ -55,20 +55,26 @@ def _report_record(record_id: str, seqs: list[int], log: FindingLog) -> None:
         previous, expected = seq, max(expected, seq + 1)
 
 
-def stats_from_columns(conn: Any) -> RecordStats:
-    """Record versions from the ``v`` column only (quick mode: no JSON is decoded)."""
-    stats = RecordStats()
-    for v, count in conn.execute("SELECT v, count(*) FROM history GROUP BY v"):
+def stats_from_columns(conn: Any, log: FindingLog) -> RecordStats:
+    """Quick mode: record versions and unknown types from the ``v`` and ``type`` columns only.
+
+    One scan builds the (v, type) histogram; only when it shows legacy, newer or unknown
+    entries is the table read again to place them.
+    """
+    stats, unusual = RecordStats(), False
+    for v, kind, count in conn.execute("SELECT v, type, count(*) FROM history GROUP BY v, type"):
         stats.versions[v] += count
-    sql = "SELECT record_id, v, count(*), min(seq) FROM history WHERE v > ? OR v = 1 GROUP BY record_id, v"
-    for record_id, v, count, first in conn.execute(sql, (RECORD_FORMAT_VERSION,)):
-        slots = stats.legacy if v == 1 else stats.newer.setdefault(record_id, {})
-        slots[record_id if v == 1 else v] = [count, first]
+        unusual = unusual or v != RECORD_FORMAT_VERSION or kind not in ENTRY_TYPES
+    if unusual:
+        sql = "SELECT record_id, v, count(*), min(seq) FROM history WHERE v > ? OR v = 1 GROUP BY record_id, v"
+        for record_id, v, count, first in conn.execute(sql, (RECORD_FORMAT_VERSION,)):
+            slots = stats.legacy if v == 1 else stats.newer.setdefault(record_id, {})
+            slots[record_id if v == 1 else v] = [count, first]
+        _unknown_types(conn, log)
     return stats
 
 
-def unknown_types_from_columns(conn: Any, log: FindingLog) -> None:
-    """Quick mode: entries whose ``type`` column names no type this build knows."""
+def _unknown_types(conn: Any, log: FindingLog) -> None:
     sql = ("SELECT record_id, seq, v, type FROM history WHERE v <= ? AND type NOT IN"
            f" ({', '.join('?' * len(ENTRY_TYPES))}) ORDER BY record_id, seq")
     for record_id, seq, v, kind in conn.execute(sql, (RECORD_FORMAT_VERSION, *ENTRY_TYPES)):

@@ -9,17 +9,18 @@ downgrade and legacy findings. A row with a problem is counted and the scan goes
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_core import from_json
+
 from ..history import ENTRY_TYPES, RECORD_FORMAT_VERSION
 from ..storage.schema import TableSpec
 from .check_codes import FindingLog
-from .shapes import SHAPES, entry_shape
+from .shapes import ROLES, SHAPES, entry_shape
 
 Tick = Callable[[int], None]
 _TICK_EVERY = 0x3FFF
@@ -65,7 +66,7 @@ def _first(slots: dict[Any, list[int]], key: Any, seq: int) -> None:
 def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick) -> int:
     """Check every history row; return how many rows were read."""
     cursor = conn.execute("SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc FROM history")
-    crc32, loads, n = zlib.crc32, json.loads, 0
+    crc32, loads, n, plain = zlib.crc32, from_json, 0, 0
     for record_id, seq, v_col, type_col, at_col, data, crc in cursor:
         n += 1
         if not n & _TICK_EVERY:
@@ -80,8 +81,26 @@ def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick) -> 
             log.add("row-json-invalid", f"history record {record_id!r} seq {seq}: data is not JSON ({exc})",
                     table="history", record_id=record_id, seq=seq)
             continue
-        _check_entry(obj, (record_id, seq, v_col, type_col, at_col), log, stats)
+        if _plain_item(obj, seq, v_col, type_col, at_col):
+            plain += 1
+        else:
+            _check_entry(obj, (record_id, seq, v_col, type_col, at_col), log, stats)
+    stats.versions[RECORD_FORMAT_VERSION] += plain
     return n
+
+
+def _plain_item(obj: Any, seq: Any, v_col: Any, type_col: Any, at_col: Any) -> bool:
+    """The hot path: a current-version ``item`` whose columns agree and whose message is
+    well-formed. Anything else (and every problem) goes through ``_check_entry``."""
+    if type(obj) is not dict or type_col != "item" or v_col != RECORD_FORMAT_VERSION:
+        return False
+    if obj.get("v") != v_col or obj.get("type") != "item" or obj.get("seq") != seq or obj.get("at") != at_col:
+        return False
+    msg = obj.get("message")
+    if type(seq) is not int or type(at_col) is not str or type(msg) is not dict or msg.get("role") not in ROLES:
+        return False
+    content = msg.get("content")
+    return content is None or type(content) is str or type(content) is list
 
 
 def _check_entry(obj: Any, row: tuple[Any, ...], log: FindingLog, stats: RecordStats) -> None:
@@ -92,9 +111,9 @@ def _check_entry(obj: Any, row: tuple[Any, ...], log: FindingLog, stats: RecordS
         log.add("row-invalid", f"history record {record_id!r} seq {seq}: not an entry object with a"
                 f" positive integer version (v={v!r})", **where)
         return
-    mismatch = _entry_column_mismatch(obj, v, row)
-    if mismatch:
-        log.add("row-column-mismatch", f"history record {record_id!r} seq {seq}: {mismatch}", **where)
+    if (obj.get("seq"), v, obj.get("type"), obj.get("at")) != row[1:]:
+        log.add("row-column-mismatch", f"history record {record_id!r} seq {seq}: {_entry_column_mismatch(obj, v, row)}",
+                **where)
     stats.note(record_id, v, seq)
     if v > RECORD_FORMAT_VERSION:
         return
@@ -107,41 +126,48 @@ def _check_entry(obj: Any, row: tuple[Any, ...], log: FindingLog, stats: RecordS
         log.add("row-invalid", f"history record {record_id!r} seq {seq}: {problem}", **where)
 
 
-def _entry_column_mismatch(obj: dict[str, Any], v: int, row: tuple[Any, ...]) -> str | None:
+def _entry_column_mismatch(obj: dict[str, Any], v: int, row: tuple[Any, ...]) -> str:
     _, seq, v_col, type_col, at_col = row
     for column, stored, in_data in (("seq", seq, obj.get("seq")), ("v", v_col, v),
                                     ("type", type_col, obj.get("type")), ("at", at_col, obj.get("at"))):
         if stored != in_data:
             return f"column {column} = {stored!r} but data says {in_data!r}"
-    return None
+    return "columns disagree with data"
 
 
 def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick) -> int:
     """Check every row of a non-history table; return how many rows were read."""
     pairs = [(c, f) for c, f in spec.columns.items() if f]
-    key = spec.key[0]
+    names, key = [f for _, f in pairs], spec.key[0]
     sql = f"SELECT {key}, {', '.join(c for c, _ in pairs)}, CAST(data AS BLOB), crc FROM {spec.name}"
-    shape, crc32, loads, n = SHAPES[spec.name], zlib.crc32, json.loads, 0
+    shape, crc32, loads, n = SHAPES[spec.name], zlib.crc32, from_json, 0
     for row in conn.execute(sql):
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
-        data, crc, where = row[-2], row[-1], {"table": spec.name, "key": str(row[0])}
+        data, crc = row[-2], row[-1]
         if data is None or crc32(data) != crc:
-            log.add("row-checksum-mismatch", f"{spec.name} {row[0]!r}: data bytes do not match their CRC-32", **where)
+            log.add("row-checksum-mismatch", f"{spec.name} {row[0]!r}: data bytes do not match their CRC-32",
+                    table=spec.name, key=str(row[0]))
             continue
         try:
             obj = loads(data)
         except ValueError as exc:
-            log.add("row-json-invalid", f"{spec.name} {row[0]!r}: data is not JSON ({exc})", **where)
+            log.add("row-json-invalid", f"{spec.name} {row[0]!r}: data is not JSON ({exc})",
+                    table=spec.name, key=str(row[0]))
             continue
         problem = shape(obj) if type(obj) is dict else "data is not a JSON object"
         if problem is not None:
-            log.add("row-invalid", f"{spec.name} {row[0]!r}: {problem}", **where)
-            continue
-        for (column, name), stored in zip(pairs, row[1:-2]):
-            if stored != obj.get(name):
-                log.add("row-column-mismatch", f"{spec.name} {row[0]!r}: column {column} = {stored!r} but data"
-                        f" says {obj.get(name)!r}", **where)
-                break
+            log.add("row-invalid", f"{spec.name} {row[0]!r}: {problem}", table=spec.name, key=str(row[0]))
+        elif tuple(map(obj.get, names)) != row[1:-2]:
+            _column_finding(spec.name, row, pairs, obj, log)
     return n
+
+
+def _column_finding(table: str, row: tuple[Any, ...], pairs: list[tuple[str, str]], obj: dict[str, Any],
+                    log: FindingLog) -> None:
+    for (column, name), stored in zip(pairs, row[1:-2]):
+        if stored != obj.get(name):
+            log.add("row-column-mismatch", f"{table} {row[0]!r}: column {column} = {stored!r} but data"
+                    f" says {obj.get(name)!r}", table=table, key=str(row[0]))
+            return

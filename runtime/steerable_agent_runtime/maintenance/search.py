@@ -5,7 +5,7 @@ is FTS5 syntax and chats come best bm25 match first; without it (or without FTS5
 SQLite) it is a substring match, chats ranked by matching messages. ``limit`` caps the
 chats; each chat's sessions come in (created_at, session_id) order.
 
-Guarantees: opens through :func:`open_readonly` (no lease, no byte changed, no file
+Guarantees: reads through :func:`read_store` (no lease, no byte changed, no file
 created; committed ``-wal`` rows are searched). Every session row is checked against its
 CRC-32; a mismatched row is not shown and is reported as a ``row-checksum-mismatch``
 finding (exit 1), never dropped silently. Raises UsageError for an empty query or one the
@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import UsageError
 from ..storage.schema import has_fts
 from .check_codes import FindingLog
-from .readonly import ReadOnlyConnection, open_readonly
+from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
 
 _FTS_SQL = ("SELECT m.chat_id FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
@@ -52,15 +52,18 @@ def search(path: str | os.PathLike[str], query: str, *, limit: int = 20,
         raise UsageError("empty search query", hint="pass one or more words to search for")
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, not {limit}", hint="pass --limit 1 or more")
-    tick, log = progress or no_progress, FindingLog(max_per_code=20)
-    report = SearchReport(path=str(path), query=query, limit=limit)
-    with open_readonly(path) as conn:
+    tick = progress or no_progress
+
+    def read(conn: ReadOnlyConnection) -> SearchReport:
+        log, report = FindingLog(max_per_code=20), SearchReport(path=str(path), query=query, limit=limit)
         report.engine, report.chats = _matching_chats(conn, query, limit)
         for done, chat_id in enumerate(report.chats):
             tick("sessions", done, len(report.chats))
             report.sessions.extend(_sessions(conn, chat_id, log))
-    report.findings = log.findings
-    return report
+        report.findings = log.findings
+        return report
+
+    return read_store(path, read)
 
 
 def _matching_chats(conn: ReadOnlyConnection, query: str, limit: int) -> tuple[str, list[str]]:
