@@ -122,14 +122,18 @@ def _index_interior_cells(db: SqliteFile, page: bytes, pgno: int, head: Any) -> 
             yield cell
 
 
-def leaf_cells(db: SqliteFile, page: bytes, pgno: int) -> Iterator[Cell]:
-    """Decode every cell of a leaf page image (table or index); damaged cells have fields None."""
+def leaf_cells(db: SqliteFile, page: bytes, pgno: int, *, as_of: int | None = None) -> Iterator[Cell]:
+    """Decode every cell of a leaf page image (table or index); damaged cells have fields None.
+
+    ``as_of`` (a WAL frame index): the image is that frame's, so overflow pages are read as
+    they were then (the newest frame up to it, else the database file), not as they are now.
+    """
     head = page_header(page, db.header_offset(pgno), db.usable)
     if head is None or head.kind not in (TABLE_LEAF, INDEX_LEAF):
         db.damage["leaf_page_malformed"] += 1
         return
     for ptr in cell_pointers(page, head, db.usable):
-        cell = _leaf_cell(db, page, pgno, ptr, head.kind == TABLE_LEAF) if ptr is not None else None
+        cell = _leaf_cell(db, page, pgno, ptr, head.kind == TABLE_LEAF, as_of) if ptr is not None else None
         if cell is None or cell.fields is None:
             db.damage["cell_undecodable"] += 1
             yield cell or Cell(pgno, None, None)
@@ -137,18 +141,18 @@ def leaf_cells(db: SqliteFile, page: bytes, pgno: int) -> Iterator[Cell]:
             yield cell
 
 
-def _leaf_cell(db: SqliteFile, page: bytes, pgno: int, ptr: int, table: bool) -> Cell | None:
+def _leaf_cell(db: SqliteFile, page: bytes, pgno: int, ptr: int, table: bool, as_of: int | None = None) -> Cell | None:
     size = read_varint(page, ptr)
     if size is None or size[0] < 0:
         return None
     rowid = read_varint(page, size[1]) if table else (None, size[1])
     if rowid is None:
         return None
-    payload = _payload(db, page, rowid[1], size[0], table)
+    payload = _payload(db, page, rowid[1], size[0], table, as_of)
     return Cell(pgno, rowid[0], decode_record(payload) if payload is not None else None)
 
 
-def _payload(db: SqliteFile, page: bytes, start: int, total: int, table: bool) -> bytes | None:
+def _payload(db: SqliteFile, page: bytes, start: int, total: int, table: bool, as_of: int | None) -> bytes | None:
     """The whole payload of a cell: its local part, then its overflow chain."""
     local = local_payload_size(total, db.usable, table_leaf=table)
     if start + local > db.usable or (local < total and start + local + 4 > db.usable):
@@ -157,11 +161,11 @@ def _payload(db: SqliteFile, page: bytes, start: int, total: int, table: bool) -
     if local == total:
         return head
     first = struct.unpack_from(">I", page, start + local)[0]
-    rest = read_overflow(db, first, total - local)
+    rest = read_overflow(db, first, total - local, as_of)
     return head + rest if rest is not None else None
 
 
-def read_overflow(db: SqliteFile, pgno: int, need: int) -> bytes | None:
+def read_overflow(db: SqliteFile, pgno: int, need: int, as_of: int | None = None) -> bytes | None:
     """Follow an overflow chain for ``need`` bytes; None if it leaves the file, loops or ends short."""
     parts: list[bytes] = []
     seen: set[int] = set()
@@ -170,7 +174,7 @@ def read_overflow(db: SqliteFile, pgno: int, need: int) -> bytes | None:
             db.damage["overflow_chain_broken"] += 1
             return None
         seen.add(pgno)
-        page = db.page(pgno)
+        page = db.page(pgno) if as_of is None else db.image_as_of(pgno, as_of)
         if page is None:
             db.damage["overflow_chain_broken"] += 1
             return None

@@ -10,6 +10,7 @@ go to the spool one at a time. Nothing here raises on damaged content; ``Tally``
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -58,13 +59,18 @@ def harvest_wal(db: SqliteFile, spool: Spool, tally: Tally) -> None:
     """WAL frames that are not their page's current image, and the file images WAL replaced."""
     if db.wal is None:
         return
+    commits = [f.index for f in db.wal.frames if f.commit_size]
     for frame in db.wal.frames:
         if db.wal.live.get(frame.pgno) == frame.index:
             continue
         image = db.wal_image(frame.offset)
         if image is not None and _is_leaf(db, frame.pgno, image):
+            # A transaction writes its pages in page order, so a leaf's overflow pages may
+            # come after it: read them as of the end of the leaf's transaction.
+            end = bisect.bisect_left(commits, frame.index)
+            as_of = commits[end] if end < len(commits) else len(db.wal.frames) - 1
             origin = Origin("wal", frame.pgno, frame.index, frame.state == "committed", STALE + 1 + frame.index, False)
-            _store(spool, tally, _rows(leaf_cells(db, image, frame.pgno), None, origin))
+            _store(spool, tally, _rows(leaf_cells(db, image, frame.pgno, as_of=as_of), None, origin))
     for pgno in sorted(db.wal.live):
         image = db.db_image(pgno)
         if image is not None and _is_leaf(db, pgno, image):

@@ -17,6 +17,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from collections import Counter
@@ -195,11 +196,17 @@ class SqliteFile:
         self.header = parse_header(self._db.read(HEADER_SIZE))
         self.wal: WalScan | None = None
         self._reserved_override: int | None = None
+        self._frames_by_page: dict[int, list[int]] | None = None
         self.page_size, self.page_size_source = self._choose_page_size(wal_path)
         reserved = self.header.reserved if self.header.magic_ok else 0
         self.usable = self.page_size - (reserved if self._reserved_override is None else self._reserved_override)
         self.file_pages = self.file_size // self.page_size if self.page_size else 0
-        self.page_count = max([self.file_pages, *(self.wal.live if self.wal else ())], default=0)
+        # Pages of every WAL frame count, committed or not (older frames are read as evidence),
+        # up to a bound: the database grows at most one page per frame, so a larger number in
+        # a damaged frame header is garbage and must not size ``marks``.
+        frames = self.wal.frames if self.wal else []
+        bound = self.file_pages + len(frames)
+        self.page_count = max([self.file_pages, *(f.pgno for f in frames if f.pgno <= bound)], default=0)
         self.marks = bytearray(self.page_count + 1)
         if self.wal is not None and 1 in self.wal.live:
             # The header that counts is the newest committed page 1 (freelist, size, versions).
@@ -277,6 +284,20 @@ class SqliteFile:
         self._wal.seek(offset)
         data = self._wal.read(self.page_size)
         return data if len(data) == self.page_size else None
+
+    def image_as_of(self, pgno: int, frame_index: int) -> bytes | None:
+        """Page ``pgno`` as of WAL frame ``frame_index``: its newest frame up to that index
+        (whatever the frames' state), else the database file's image."""
+        if self.wal is not None:
+            if self._frames_by_page is None:
+                self._frames_by_page = {}
+                for frame in self.wal.frames:
+                    self._frames_by_page.setdefault(frame.pgno, []).append(frame.index)
+            indices = self._frames_by_page.get(pgno, [])
+            at = bisect.bisect_right(indices, frame_index)
+            if at:
+                return self.wal_image(self.wal.frames[indices[at - 1]].offset)
+        return self.db_image(pgno)
 
     def header_offset(self, pgno: int) -> int:
         """Where the b-tree header of page ``pgno`` starts (after the file header on page 1)."""
