@@ -12,11 +12,16 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
 from steerable_agent_runtime.errors import NotAStoreError, SchemaTooNewError
+from steerable_agent_runtime.maintenance.check import check
+from steerable_agent_runtime.maintenance.history_view import history
+from steerable_agent_runtime.maintenance.inspect import inspect
 from steerable_agent_runtime.maintenance.readonly import open_readonly, read_store
+from steerable_agent_runtime.maintenance.search import search
 
 from .conftest import FIXTURES, snapshot
 from .readjobs import READ_JOBS, live_rows
@@ -168,9 +173,11 @@ def test_read_job_after_writer_crash_sees_every_acknowledged_row(tmp_path, live_
     assert snapshot(tmp_path) == before
 
 
-def _as_nobody(job: str, db: Path) -> dict:
-    """Run one read job in a forked child that dropped root for uid 65534; return its result."""
-    READ_JOBS[job](db.parent.parent / "warm" / "sessions.db")  # import everything lazily imported, as root
+def _as_nobody(job: "str | Callable[[Path], Any]", db: Path) -> dict:
+    """Run one read job in a forked child that dropped root for uid 65534; return its result
+    as {"rows": live_rows(report), "uid": ..., "report": the report as JSON}."""
+    run = READ_JOBS[job] if isinstance(job, str) else job
+    run(FIXTURES / "healthy" / "sessions.db")  # import everything lazily imported, as root
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through the pipe
@@ -178,7 +185,9 @@ def _as_nobody(job: str, db: Path) -> dict:
         try:
             os.setgid(NOBODY)
             os.setuid(NOBODY)
-            out = {"rows": live_rows(READ_JOBS[job](db)), "uid": os.getuid()}
+            report = run(db)
+            rows = live_rows(report) if db.name == "live.db" else None
+            out = {"rows": rows, "uid": os.getuid(), "report": json.loads(report.model_dump_json())}
             code = 0
         except BaseException as exc:
             out = {"error": f"{type(exc).__name__}: {exc}"}
@@ -195,9 +204,7 @@ def _as_nobody(job: str, db: Path) -> dict:
 def _read_only_dir(live_writer, crash: bool):
     base = Path(tempfile.mkdtemp(prefix="steerable-rodir-"))
     base.chmod(0o755)
-    for name in ("store", "warm"):
-        (base / name).mkdir()
-    shutil.copyfile(FIXTURES / "healthy" / "sessions.db", base / "warm" / "sessions.db")
+    (base / "store").mkdir()
     writer = live_writer(base / "store" / "live.db")
     total = writer.write(15)
     if crash:
@@ -216,11 +223,39 @@ def test_read_job_in_read_only_directory_as_unprivileged_user(live_writer, job, 
     try:
         before = snapshot(store)
         out = _as_nobody(job, store / "live.db")
-        assert out == {"rows": total, "uid": NOBODY}
+        assert (out["rows"], out["uid"]) == (total, NOBODY)
         assert snapshot(store) == before
         if not crash:
             assert writer.write(1) == total + 1
     finally:
         store.chmod(0o755)
         writer.close()
+        shutil.rmtree(base)
+
+
+GAMMA_JOBS = {
+    "check": (check, lambda r: r["rows"]["sessions"] == 3 and r["access"] == "copy"),
+    "inspect": (inspect, lambda r: r["rows"]["sessions"] == 3),
+    "history": (lambda db: history(db, "chat-gamma") if db.parent.name == "store" else history(db, "chat-alpha"),
+                lambda r: [e["entry"]["message"]["content"] for e in r["entries"]] == ["only in the wal"]),
+    "search": (lambda db: search(db, "wal"), lambda r: r["chats"] == ["chat-gamma"]),
+}
+
+
+@pytest.mark.parametrize("job", sorted(GAMMA_JOBS))
+def test_wal_without_shm_in_read_only_directory_is_read_from_a_private_copy(job):
+    base = Path(tempfile.mkdtemp(prefix="steerable-rodir-"))
+    try:
+        base.chmod(0o755)
+        store = base / "store"
+        shutil.copytree(FIXTURES / "wal-pending", store)
+        for path in store.iterdir():
+            path.chmod(0o644)
+        store.chmod(0o555)
+        before = snapshot(store)
+        report = _as_nobody(GAMMA_JOBS[job][0], store / "sessions.db")["report"]
+        assert snapshot(store) == before and not (store / "sessions.db-shm").exists()
+        assert GAMMA_JOBS[job][1](report)  # chat-gamma exists only in the -wal
+    finally:
+        (base / "store").chmod(0o755)
         shutil.rmtree(base)
