@@ -262,3 +262,40 @@ def test_cli_existing_output_exits_3_with_error_and_hint(store, tmp_path: Path) 
 def test_cli_missing_out_is_a_usage_error(store) -> None:
     db, _ = store
     assert CliRunner().invoke(main, ["salvage", str(db)]).exit_code == 2
+
+
+def _edit(db: Path, sql: str, params: tuple = ()) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute(sql, params)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_indexed_column_disagreeing_with_data_is_verified_but_not_valid(store, tmp_path: Path, damaged: bool) -> None:
+    db, rows = store
+    _edit(db, "UPDATE messages SET chat_id = 'elsewhere' WHERE id = 'm-0-0'")
+    _edit(db, "UPDATE sessions SET is_active = 1 - is_active WHERE session_id = 's-0'")
+    if damaged:
+        zero_header(db, random.Random(0))  # the same rows through the page reader
+    salvage(db, tmp_path / "out.jsonl")
+    lines = {(r["table"], tuple(r["key"])): r for r in _lines(tmp_path / "out.jsonl")}
+    for key in (("messages", ("m-0-0",)), ("sessions", ("s-0",))):
+        assert lines[key]["verified"] and not lines[key]["valid"]
+    assert sum(not r["valid"] for r in lines.values()) == 2
+
+
+def test_v1_entries_and_newer_entries_are_judged_by_the_record_version(store, tmp_path: Path) -> None:
+    db, _ = store
+    v1 = json.dumps({"type": "item", "seq": 900, "at": "2026-01-01T00:00:00.000000Z",
+                     "message": {"role": "user", "content": "old"}}, separators=(",", ":"))
+    v3 = json.dumps({"v": 3, "type": "item", "seq": 901, "at": "2026-01-01T00:00:00.000000Z",
+                     "message": {"role": "user", "content": "new"}}, separators=(",", ":"))
+    from steerable_agent_runtime.storage.schema import row_checksum
+    for seq, v, data in ((900, 1, v1), (901, 3, v3)):
+        _edit(db, "INSERT INTO history VALUES (?,?,?,?,?,?,?)",
+              ("chat-0", seq, v, "item", "2026-01-01T00:00:00.000000Z", data, row_checksum(data)))
+    salvage(db, tmp_path / "out.jsonl")
+    lines = {tuple(r["key"]): r for r in _lines(tmp_path / "out.jsonl") if r["table"] == "history"}
+    assert lines[("chat-0", 900)]["valid"] and lines[("chat-0", 900)]["verified"]
+    assert not lines[("chat-0", 901)]["valid"] and lines[("chat-0", 901)]["verified"]

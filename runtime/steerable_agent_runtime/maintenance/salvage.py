@@ -150,9 +150,9 @@ def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, st
         # the -wal (DESIGN.md): hence the size check, so the page reader still sees it.
         if _sqlite_sees_what_we_see(pages) and spool.attach_readonly(db):
             report.method = "sqlite"
-            for table in spool.source_tables():
-                spool.add_sqlite_table("src", table)
+            spool.live_tables = spool.source_tables()
             harvest_free(pages, spool, tally, scan_loose=False)
+            spool.mark_live()
         else:
             harvest_all(pages, spool, tally)
         report.damage = dict(pages.damage)
@@ -183,15 +183,17 @@ def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:
 def _export(spool: Spool, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
     step("export", 0, None)
     with atomic_output(out, force=force) as (_tmp, fh):
-        report.rows_written, invalid = write_jsonl(spool, fh, lambda done: step("export", done, None))
-    for table, source, copies, superseded, uncommitted, keys, verified in spool.tallies():
-        t = report.tables.setdefault(table, TableTally(invalid=invalid[table]))
+        tally = write_jsonl(spool, fh, lambda done: step("export", done, None))
+    for (table, source), (copies, superseded, uncommitted, keys, verified, invalid) in sorted(tally.items()):
+        t = report.tables.setdefault(table, TableTally())
         t.copies_by_source[source] = copies
         t.superseded += superseded
         t.uncommitted += uncommitted
         t.keys += keys
         t.verified += verified
         t.unverified += keys - verified
+        t.invalid += invalid
+        report.rows_written += copies
 
 
 def _unplaced_sink(report: SalvageReport):  # noqa: ANN202 - a small closure

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -84,10 +83,14 @@ def publish(tmp: Path, target: Path, *, force: bool) -> None:
         os.close(dir_fd)
 
 
-def write_jsonl(spool: Spool, fh: BinaryIO, progress: Callable[[int], None]) -> tuple[int, Counter[str]]:
-    """Write one JSON object per copy in the spool; return the count and, per table, how
-    many winning copies (committed, not superseded) are not valid."""
-    count, invalid = 0, Counter[str]()
+TALLY_FIELDS = ("copies", "superseded", "uncommitted", "keys", "verified", "invalid")
+
+
+def write_jsonl(spool: Spool, fh: BinaryIO, progress: Callable[[int], None]) -> dict[tuple[str, str], list[int]]:
+    """Write one JSON object per copy in the spool; return per (table, source) the counts
+    named by TALLY_FIELDS (keys/verified/invalid count winning copies: committed, not superseded)."""
+    tally: dict[tuple[str, str], list[int]] = {}
+    count = 0
     for c in spool.copies():
         valid = bool(c.agree) and data_valid(c.table, c.data, key=c.key)
         text = c.data.decode("utf-8", "replace") if c.data is not None else None
@@ -96,12 +99,19 @@ def write_jsonl(spool: Spool, fh: BinaryIO, progress: Callable[[int], None]) -> 
                   f'"page":{_n(c.page)},"frame":{_n(c.frame)},"committed":{_b(c.committed)},'
                   f'"verified":{_b(c.verified)},"valid":{_b(valid)},"superseded":{_b(c.superseded)}}}\n'
                   ).encode("utf-8", "surrogatepass"))
-        if not valid and c.committed and not c.superseded:
-            invalid[c.table] += 1
+        t = tally.get((c.table, c.source)) or tally.setdefault((c.table, c.source), [0] * 6)
+        wins = c.committed and not c.superseded
+        t[0] += 1
+        t[1] += bool(c.superseded)
+        t[2] += not c.committed
+        if wins:
+            t[3] += 1
+            t[4] += bool(c.verified)
+            t[5] += not valid
         count += 1
         if count % 10000 == 0:
             progress(count)
-    return count, invalid
+    return tally
 
 
 def _n(value: int | None) -> str:
@@ -122,7 +132,7 @@ def write_store(spool: Spool, target: Path, *, force: bool,
         try:
             create_schema(conn)
             conn.execute("BEGIN IMMEDIATE")
-            for table, key, columns, data, placeable in spool.best_verified():
+            for table, key, columns, data, placeable in _best_copies(spool):
                 reason = _unplaceable(data, placeable)
                 if reason:
                     on_unplaced(table, json.loads(key), reason)
@@ -134,6 +144,19 @@ def write_store(spool: Spool, target: Path, *, force: bool,
         finally:
             conn.close()
     return placed
+
+
+def _best_copies(spool: Spool) -> Iterator[tuple[str, str, dict[str, Any] | None, bytes | None, bool]]:
+    """The live rows (a failing one replaced by its newest verified older copy), then the
+    spooled keys without a live row."""
+    for table in spool.live_tables:
+        for c in spool.live_copies(table):
+            if c.verified:
+                yield table, c.key, json.loads(c.columns), c.data, True
+                continue
+            older = spool.stale_verified(table, c.key)
+            yield (table, c.key, *older, True) if older else (table, c.key, None, None, True)
+    yield from spool.best_verified()
 
 
 def _unplaceable(data: bytes | None, placeable: bool) -> str:

@@ -11,10 +11,16 @@ private SQLite file in salvage's temp directory (never next to the source). Rank
 - ties go to a verified copy.
 
 The winner of a key is its newest committed copy; every other copy is ``superseded``.
+
+Fast path: when a sound private copy of the store is attached as ``src``, its rows are the
+live copies and are streamed straight from it (``live_copies``), never spooled; only the
+other copies (freelist, older WAL frames) go to the spool, where ``mark_live`` flags those
+whose key has a live row (they are superseded by it).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -30,7 +36,8 @@ _SCHEMA = """
 CREATE TABLE cand (
     id INTEGER PRIMARY KEY, tbl TEXT NOT NULL, key TEXT NOT NULL, columns TEXT NOT NULL, data BLOB,
     source TEXT NOT NULL, page INTEGER, frame INTEGER, committed INTEGER NOT NULL,
-    placeable INTEGER NOT NULL, rank INTEGER NOT NULL, verified INTEGER NOT NULL, agree INTEGER NOT NULL
+    placeable INTEGER NOT NULL, rank INTEGER NOT NULL, verified INTEGER NOT NULL, agree INTEGER NOT NULL,
+    live INTEGER NOT NULL DEFAULT 0
 );
 """
 
@@ -65,7 +72,7 @@ class Copy(NamedTuple):
 
 
 _COPY_SQL = """c.tbl, c.key, c.columns, c.data, c.source, c.page, c.frame, c.committed, c.verified,
-    w.id IS NOT NULL AND w.id != c.id AS superseded, c.agree
+    c.live OR (w.id IS NOT NULL AND w.id != c.id) AS superseded, c.agree
     FROM cand c LEFT JOIN win w ON w.tbl = c.tbl AND w.key = c.key"""
 
 
@@ -80,6 +87,8 @@ class Spool:
         # A damaged text column may hold invalid UTF-8: read it with replacement characters
         # (as the page reader does) instead of failing the whole export.
         self.conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        self.live_tables: list[str] = []
+        """Tables read from the attached ``src`` (fast path); their rows are not spooled."""
         self.conn.create_function("row_crc", 1, row_checksum, deterministic=True)
 
     def attach_readonly(self, db: Path) -> bool:
@@ -130,19 +139,24 @@ class Spool:
                 f" agree) VALUES (?, json_array({', '.join('?' * width)}), ?,?,?,?,?,?,?,?,?,?)", params)
         return sum(len(p) for p in by_width.values())
 
-    def add_sqlite_table(self, schema: str, table: str) -> int:
-        """Copy every row of ``schema.table`` (an attached, cleanly readable store) in, as live
-        b-tree copies, inside SQLite: this is the fast path for a healthy table."""
+    def live_copies(self, table: str) -> Iterator[Copy]:
+        """Every row of ``src.table`` (the attached sound copy) as a live b-tree copy, read by
+        SQLite; checksum and column agreement are computed in the same statement."""
         spec = TABLES[table]
         others = [c for c in spec.all_columns if c != "data"]
         columns = "json_object(" + ", ".join(f"'{c}', {c}" for c in others) + ")"
-        self._begin()
         cur = self.conn.execute(
-            "INSERT INTO cand (tbl, key, columns, data, source, page, frame, committed, placeable, rank, verified,"
-            f" agree) SELECT '{table}', json_array({', '.join(spec.key)}), {columns}, CAST(data AS BLOB), 'btree',"
-            f" NULL, NULL, 1, 1, {LIVE}, crc IS row_crc(CAST(data AS BLOB)), {_agree_sql(table)}"
-            f" FROM {schema}.{table}")
-        return cur.rowcount
+            f"SELECT '{table}', json_array({', '.join(spec.key)}), {columns}, CAST(data AS BLOB), 'btree', NULL, NULL,"
+            f" 1, crc IS row_crc(CAST(data AS BLOB)), 0, {_agree_sql(table)} FROM src.{table}")
+        return map(Copy._make, cur)
+
+    def mark_live(self) -> None:
+        """Flag spooled copies whose key has a row in ``src`` (the live copy supersedes them)."""
+        self._begin()
+        for table, spec in TABLES.items():
+            match = " AND ".join(f"t.{k} = json_extract(cand.key, '$[{i}]')" for i, k in enumerate(spec.key))
+            self.conn.execute(f"UPDATE cand SET live = EXISTS (SELECT 1 FROM src.{table} t WHERE {match})"
+                              f" WHERE tbl = '{table}'")
 
     def finish(self) -> None:
         """Commit the candidates and rank them (call once, after the last add)."""
@@ -152,33 +166,37 @@ class Spool:
             CREATE TABLE win AS SELECT tbl, key, id FROM (
                 SELECT tbl, key, id, row_number() OVER (PARTITION BY tbl, key
                     ORDER BY rank DESC, verified DESC, id) AS rn
-                FROM cand WHERE committed = 1) WHERE rn = 1;
+                FROM cand WHERE committed = 1 AND NOT live) WHERE rn = 1;
             CREATE UNIQUE INDEX win_key ON win(tbl, key);
+            CREATE INDEX cand_key ON cand(tbl, key);
         """)
 
     def copies(self) -> Iterator[Copy]:
-        """Every copy with its ``superseded`` flag, grouped by table and key."""
+        """Every copy with its ``superseded`` flag: the live tables' rows (fast path), then
+        the spooled copies grouped by table and key."""
+        live = (c for table in self.live_tables for c in self.live_copies(table))
         cur = self.conn.execute(f"SELECT {_COPY_SQL} ORDER BY c.tbl, c.key, c.rank DESC, c.id")
-        return map(Copy._make, cur)
-
-    def tallies(self) -> Iterator[tuple[str, str, int, int, int, int, int]]:
-        """Per (table, source): copies, superseded, uncommitted, winners, verified winners."""
-        return self.conn.execute(f"""
-            SELECT tbl, source, count(*), sum(superseded), sum(NOT committed),
-                   sum(committed AND NOT superseded), sum(committed AND NOT superseded AND verified)
-            FROM (SELECT {_COPY_SQL}) GROUP BY tbl, source ORDER BY tbl, source""")
+        return itertools.chain(live, map(Copy._make, cur))
 
     def best_verified(self) -> Iterator[tuple[str, str, dict[str, Any] | None, bytes | None, bool]]:
-        """Per committed key: (table, key, columns, data, placeable) of its newest verified copy,
-        or columns/data None when no copy verifies."""
+        """Per spooled committed key without a live row: (table, key, columns, data,
+        placeable) of its newest verified copy, or columns/data None when no copy verifies."""
         cur = self.conn.execute("""
             SELECT tbl, key, columns, data, verified, anyplace FROM (
                 SELECT tbl, key, columns, data, verified,
                        max(placeable) OVER (PARTITION BY tbl, key) AS anyplace,
                        row_number() OVER (PARTITION BY tbl, key ORDER BY verified DESC, rank DESC, id) AS rn
-                FROM cand WHERE committed = 1) WHERE rn = 1 ORDER BY tbl, key""")
+                FROM cand WHERE committed = 1 AND NOT live) WHERE rn = 1 ORDER BY tbl, key""")
         for tbl, key, columns, data, verified, anyplace in cur:
             yield (tbl, key, json.loads(columns) if verified else None, data if verified else None, bool(anyplace))
+
+    def stale_verified(self, table: str, key: str) -> tuple[dict[str, Any], bytes] | None:
+        """The newest verified committed spooled copy of a key (for a live row that fails
+        its checksum), or None."""
+        row = self.conn.execute(
+            "SELECT columns, data FROM cand WHERE tbl = ? AND key = ? AND committed = 1 AND verified = 1"
+            " ORDER BY rank DESC, id LIMIT 1", (table, key)).fetchone()
+        return (json.loads(row[0]), row[1]) if row else None
 
     def close(self) -> None:
         """Close the spool's connection."""
@@ -187,10 +205,17 @@ class Spool:
 
 def _agree_sql(table: str) -> str:
     """SQL: 1 when every indexed column equals the field of ``data`` it duplicates (as
-    salvage_rows.columns_agree does in Python); 0 when they differ or data is not JSON."""
-    tests = []
-    for column, field in TABLES[table].columns.items():
-        if field:
-            value = f"json_extract(data, '$.{field}')"
-            tests.append(f"{column} IS " + (f"coalesce({value}, 1)" if field == "v" else value))
-    return f"CASE WHEN json_valid(data) THEN ({' AND '.join(tests)}) ELSE 0 END"
+    salvage_rows.columns_agree does in Python); 0 when they differ or data is not JSON.
+
+    One multi-path json_extract (one parse of data) compared with json_array of the columns;
+    a missing ``v`` means record version 1; booleans (is_active) compare as SQL values."""
+    pairs = [(c, f) for c, f in TABLES[table].columns.items() if f and f not in ("v", "isActive")]
+    extract = "json_extract(data, " + ", ".join(f"'$.{f}'" for _, f in pairs)
+    cols = ", ".join(c for c, _ in pairs)
+    test = f"{extract}) = json_array({cols})"
+    if "v" in TABLES[table].columns:
+        test = (f"{extract}, '$.v') IN (json_array({cols}, v),"
+                f" CASE WHEN v = 1 THEN json_array({cols}, NULL) END)")
+    if "is_active" in TABLES[table].columns:
+        test += " AND is_active IS json_extract(data, '$.isActive')"
+    return f"CASE WHEN json_valid(data) THEN ({test}) ELSE 0 END"
