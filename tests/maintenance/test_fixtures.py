@@ -43,7 +43,8 @@ def regenerated(tmp_path_factory) -> Path:
 def test_fixture_set_covers_every_case_of_the_issue():
     assert set(CASES) >= {"healthy", "legacy-v1", "mixed-v1-v2", "downgrade-v3", "schema-too-new",
                           "undecodable-json", "checksum-mismatch", "column-mismatch", "seq-gap", "seq-duplicate",
-                          "unknown-type", "orphans", "integrity-error", "wal-pending"}
+                          "unknown-type", "orphans", "integrity-error", "wal-pending", "row-invalid",
+                          "schema-old-missing-table"}
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -69,8 +69,9 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
         tick(pragma, 0, None)
         with ThreadPoolExecutor(1) as pool:  # SQLite releases the GIL: the pragma runs beside the row scan
             integrity = pool.submit(_integrity, conn.sibling(), pragma)
-            if _schema_ok(conn, log):
-                _rows(conn, quick, report, log, tick)
+            present = _readable_tables(conn, log)
+            if present:
+                _rows(conn, quick, present, report, log, tick)
             problems = integrity.result()
         tick(pragma, 1, 1)
         for line in problems:
@@ -96,19 +97,20 @@ def _integrity(conn: ReadOnlyConnection, pragma: str) -> list[str]:
     return [line for line in lines if line != "ok"]
 
 
-def _schema_ok(conn: ReadOnlyConnection, log: FindingLog) -> bool:
-    """Whether rows can be read with this build's layout; adds the schema findings."""
+def _readable_tables(conn: ReadOnlyConnection, log: FindingLog) -> set[str]:
+    """The tables whose rows this build can check (none for a newer schema); adds the schema findings."""
     if conn.user_version > SCHEMA_VERSION:
         log.add("schema-too-new", f"schema version {conn.user_version} was written by a newer build (this build"
                 f" reads up to {SCHEMA_VERSION}); rows were not checked")
-        return False
+        return set()
     if conn.user_version < SCHEMA_VERSION:
         log.add("schema-too-old", f"schema version {conn.user_version}, this build's is {SCHEMA_VERSION}")
     present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for name in TABLES:
         if name not in present:
-            log.add("schema-missing-table", f"table {name} is missing", table=name)
-    return all(name in present for name in TABLES)
+            log.add("schema-missing-table", f"table {name} is missing; the other tables are still checked",
+                    table=name)
+    return present & set(TABLES)
 
 
 def _guarded(log: FindingLog, what: str, job: Callable[[], object]) -> None:
@@ -119,20 +121,24 @@ def _guarded(log: FindingLog, what: str, job: Callable[[], object]) -> None:
         log.add("sqlite-integrity", f"{what} could not be read to the end: {exc}")
 
 
-def _rows(conn: ReadOnlyConnection, quick: bool, report: CheckReport, log: FindingLog, tick: Progress) -> None:
+def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: CheckReport, log: FindingLog,
+          tick: Progress) -> None:
     stats = RecordStats()
     for name, spec in TABLES.items():
+        if name not in present:
+            continue
         report.rows[name] = 0
         if quick:
             _guarded(log, f"table {name}", lambda name=name: _count(conn, name, report))
         else:
             _guarded(log, f"table {name}", lambda name=name, spec=spec: _scan(conn, spec, report, log, stats, tick))
-    _guarded(log, "history seqs", lambda: check_contiguity(conn, log))
-    if quick:
-        _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn, log)))
-    report.record_versions = {str(v): n for v, n in sorted(stats.versions.items())}
-    report.downgrades = version_findings(conn, stats, log)
-    _guarded(log, "orphans", lambda: _orphans(conn, log))
+    if "history" in present:
+        _guarded(log, "history seqs", lambda: check_contiguity(conn, log))
+        if quick:
+            _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn, log)))
+        report.record_versions = {str(v): n for v, n in sorted(stats.versions.items())}
+        report.downgrades = version_findings(conn, stats, log, users="sessions" in present)
+    _guarded(log, "orphans", lambda: _orphans(conn, present, log))
 
 
 def _count(conn: ReadOnlyConnection, name: str, report: CheckReport) -> None:
@@ -153,8 +159,10 @@ def _scan(conn: ReadOnlyConnection, spec: TableSpec, report: CheckReport, log: F
     step(done)
 
 
-def _orphans(conn: ReadOnlyConnection, log: FindingLog) -> None:
+def _orphans(conn: ReadOnlyConnection, present: set[str], log: FindingLog) -> None:
     for code, table, key, column, parent, parent_key, noun in _ORPHANS:
+        if table not in present or parent not in present:
+            continue
         sql = (f"SELECT {key}, {column} FROM {table} t WHERE NOT EXISTS"
                f" (SELECT 1 FROM {parent} p WHERE p.{parent_key} = t.{column})")
         for row_key, ref in conn.execute(sql):

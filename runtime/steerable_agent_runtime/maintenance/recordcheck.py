@@ -82,9 +82,13 @@ def _unknown_types(conn: Any, log: FindingLog) -> None:
                 f" (v{v}); the entry is intact", table="history", record_id=record_id, seq=seq)
 
 
-def version_findings(conn: Any, stats: RecordStats, log: FindingLog) -> list[DowngradeRecord]:
-    """Add the downgrade and legacy findings; return the downgrade triage, one per chat."""
-    downgrades = [_downgrade(conn, record_id, versions) for record_id, versions in sorted(stats.newer.items())]
+def version_findings(conn: Any, stats: RecordStats, log: FindingLog, *, users: bool = True) -> list[DowngradeRecord]:
+    """Add the downgrade and legacy findings; return the downgrade triage, one per chat.
+
+    ``users``: whether the sessions table can be read to name each chat's users.
+    """
+    downgrades = [_downgrade(conn if users else None, record_id, versions)
+                  for record_id, versions in sorted(stats.newer.items())]
     for d in downgrades:
         log.add("record-newer-version", _downgrade_message(d), hint=f"{d.remedy}. Tell the user: \"{d.tell_the_user}\"",
                 table="history", record_id=d.record_id, seq=d.first_seq)
@@ -95,8 +99,8 @@ def version_findings(conn: Any, stats: RecordStats, log: FindingLog) -> list[Dow
 
 
 def _downgrade(conn: Any, record_id: str, versions: dict[int, list[int]]) -> DowngradeRecord:
-    users = [u for (u,) in conn.execute("SELECT DISTINCT user_id FROM sessions WHERE chat_id = ? ORDER BY user_id",
-                                        (record_id,))]
+    users = [] if conn is None else [u for (u,) in conn.execute(
+        "SELECT DISTINCT user_id FROM sessions WHERE chat_id = ? ORDER BY user_id", (record_id,))]
     newest = max(versions)
     return DowngradeRecord(
         record_id=record_id, versions=sorted(versions), entries=sum(c for c, _ in versions.values()),
