@@ -51,6 +51,18 @@ def test_every_finding_code_is_documented_with_a_severity_and_a_hint():
         assert spec.severity in ("error", "warning", "info") and spec.hint and spec.meaning, code
 
 
+def test_every_command_a_hint_names_exists_with_the_options_it_names():
+    import re
+
+    named = [(code, *found) for code, spec in CODES.items()
+             for found in re.findall(r"`steerable-maint (\w+)([^`]*)`", spec.hint)]
+    assert {"salvage", "check", "compact", "history"} <= {command for _, command, _ in named}
+    for code, command, rest in named:
+        assert command in main.commands, (code, command)
+        options = {o for p in main.commands[command].params for o in getattr(p, "opts", [])}
+        assert set(re.findall(r"--[\w-]+", rest)) <= options, (code, rest)
+
+
 def test_downgrade_finding_names_chat_version_intactness_and_what_to_tell_the_user():
     report = check(FIXTURES / "downgrade-v3" / "sessions.db")
     (finding,) = [f for f in report.findings if f.code == "record-newer-version"]

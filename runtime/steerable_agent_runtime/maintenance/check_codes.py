@@ -31,12 +31,14 @@ CODES: dict[str, Code] = {
     "schema-too-old": Code("warning", "the schema version is older than this build's",
                            "open the store once with the app so it upgrades the schema"),
     "schema-missing-table": Code("error", "a table of the schema is missing",
-                                 "the file is not a complete store; run `steerable-maint salvage` to export what is there"),
+                                 "the file is not a complete store; export what is there with"
+                                 " `steerable-maint salvage DB --out rows.jsonl`"),
     "row-checksum-mismatch": Code("error", "a row's data bytes do not match its CRC-32 (silent corruption)", _SALVAGE),
     "row-json-invalid": Code("error", "a row's data column is not valid JSON", _SALVAGE),
     "row-invalid": Code("error", "a row's JSON does not have the shape of its entity", _SALVAGE),
     "row-column-mismatch": Code("error", "an indexed column disagrees with the row's data JSON",
-                                "the data JSON is authoritative; salvage and rebuild (`steerable-maint salvage --rebuild NEW.db`)"),
+                                "the data JSON is authoritative; rebuild with"
+                                " `steerable-maint salvage DB --out rows.jsonl --rebuild NEW.db`"),
     "record-seq-gap": Code("error", "a history record's seqs are not contiguous from 1 (entries missing)",
                            "restore the missing entries from a backup; resume still works from the newest checkpoint"),
     "record-seq-duplicate": Code("error", "a history record holds two entries with one seq",

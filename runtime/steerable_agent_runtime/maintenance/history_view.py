@@ -118,7 +118,8 @@ def _view(record_id: str, seq: int, v: Any, kind: Any, at: Any, data: bytes | No
     try:
         raw = json.loads(data)
     except ValueError:
-        return EntryView(**base, readable=False, problem=f"record {record_id!r} seq {seq}: stored entry is not valid JSON")
+        return EntryView(**base, readable=False,
+                         problem=f"record {record_id!r} seq {seq}: stored entry is not valid JSON")
     if isinstance(raw, dict):
         base.update(v=raw.get("v", 1), type=raw.get("type", kind))
     shown = raw if isinstance(raw, dict) else None

@@ -61,7 +61,8 @@ class ReadOnlyConnection(sqlite3.Connection):
     """A sqlite3 connection that knows how it was opened.
 
     ``strategy`` is ``shared`` (the live files, ``readonly_shm``), ``immutable`` (the db
-    file alone, nothing in a -wal) or ``copy`` (a private copy); ``source`` is the store's path; ``user_version`` and ``application_id`` are what
+    file alone, nothing in a -wal) or ``copy`` (a private copy); ``source`` is the store's
+    path; ``user_version`` and ``application_id`` are what
     SQLite reports (the ``-wal`` may be newer than the file header).
     """
 
