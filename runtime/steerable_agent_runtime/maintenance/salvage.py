@@ -156,6 +156,8 @@ def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, st
         else:
             harvest_all(pages, spool, tally)
         report.damage = dict(pages.damage)
+        if tally.missing_roots:
+            report.damage["schema_table_missing"] = tally.missing_roots
         report.unmatched_records = tally.unmatched_records
         if pages.wal is not None:
             report.wal_frames = {s: sum(f.state == s for f in pages.wal.frames) for s in ("committed", "uncommitted", "invalid")}
