@@ -4,9 +4,12 @@ Guarantees:
 - Only ``traces`` rows whose ``started_at`` is strictly older than the cutoff go, together
   with the ``spans`` and ``events`` rows carrying their ``trace_id``. ``sessions``,
   ``messages`` and ``history`` are never written.
-- Bounded batches: each batch selects at most ``batch_size`` traces (oldest first, through
-  the ``traces_started`` index) into a temp table and deletes them and their children in
-  one transaction. Python memory is flat in the number of traces; no id list is built.
+- Bounded batches: each batch selects at most ``batch_size`` old traces into a temp table,
+  in storage (rowid) order with a keyset cursor, and deletes them and their children in one
+  transaction. Python memory is flat in the number of traces; no id list is built. Rowid
+  order, not time order: a trace's spans and events were written right after it, so a batch
+  touches neighbouring pages and no page is rewritten by batch after batch (time order can
+  interleave chats across the whole file: ~4x slower on such a store).
 - Crash behaviour: every batch is one SQLite transaction with ``synchronous=FULL``; a kill
   leaves whole batches deleted and the rest intact. A re-run converges (it just prunes
   what is left). VACUUM is atomic too (SQLite rewrites through the WAL).
@@ -76,9 +79,9 @@ def _count(conn, report: CompactReport) -> None:
 
 def _prune(conn, report: CompactReport, progress: Progress) -> None:
     """Delete old traces batch by batch, one transaction per batch, oldest first."""
-    args = {"cutoff": report.cutoff, "limit": report.batch_size}
+    args = {"cutoff": report.cutoff, "limit": report.batch_size, "after": -(2**63)}
     total = conn.execute(f"SELECT count(*) FROM ({_OLD_TRACES})", args).fetchone()[0]
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS compact_batch (trace_id TEXT PRIMARY KEY)")
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS compact_batch (trace_id TEXT PRIMARY KEY, src INTEGER)")
     progress("prune traces", 0, total)
     while _prune_batch(conn, report, args):
         report.batches += 1
@@ -86,21 +89,26 @@ def _prune(conn, report: CompactReport, progress: Progress) -> None:
 
 
 def _prune_batch(conn, report: CompactReport, args: dict) -> bool:
-    """Delete one batch in one transaction; False when nothing was left to delete."""
+    """Delete the next batch in one transaction and advance ``args["after"]``; False when none is left."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("DELETE FROM temp.compact_batch")
-        picked = conn.execute(f"INSERT INTO temp.compact_batch {_OLD_TRACES} ORDER BY started_at LIMIT :limit",
-                              args).rowcount
+        conn.execute("INSERT INTO temp.compact_batch SELECT trace_id, rowid FROM main.traces"
+                     " WHERE rowid > :after AND started_at < :cutoff ORDER BY rowid LIMIT :limit", args)
+        last = conn.execute("SELECT max(src) FROM temp.compact_batch").fetchone()[0]
         batch = "trace_id IN (SELECT trace_id FROM temp.compact_batch)"
         for table in ("events", "spans", "traces"):
             deleted = conn.execute(f"DELETE FROM main.{table} WHERE {batch}").rowcount
             setattr(report, table, getattr(report, table) + deleted)
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    return picked > 0
+    if last is None:
+        return False
+    args["after"] = last
+    return True
 
 
 def _vacuum(conn) -> bool:
