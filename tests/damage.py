@@ -52,9 +52,10 @@ async def _fill(store: SqliteStorage, rng: random.Random, chats: int, entries: i
             await store.append_message(ChatMessage(id=f"m-{c}-{m}", chat_id=cid, role="user",
                                                    content=_text(rng, rng.randint(1, 30)),
                                                    created_at="2026-01-01T00:00:02Z"))
-        items = [{"type": "item", "message": {"role": "user", "content": _text(rng, rng.randint(1, 40))}}
+        at = f"2026-01-01T00:01:{c:02d}.000000Z"  # fixed, so a seed always gives the same bytes
+        items = [{"type": "item", "at": at, "message": {"role": "user", "content": _text(rng, rng.randint(1, 40))}}
                  for _ in range(entries)]
-        items += [{"type": "item", "message": {"role": "assistant", "content": "x" * rng.randint(3000, 9000)}}
+        items += [{"type": "item", "at": at, "message": {"role": "assistant", "content": "x" * rng.randint(3000, 9000)}}
                   for _ in range(big)]
         await store.append_history(cid, items)
 
