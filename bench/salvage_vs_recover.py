@@ -82,19 +82,22 @@ def make_case(work: Path, damage: str, seed: int) -> tuple[Path, set[bytes]]:
     return db, {r.data for r in rows if r.table == "history"}
 
 
-def salvage_counts(db: Path, originals: set[bytes], work: Path) -> tuple[int, int]:
-    """(original entries recovered verified, verified copies that are not originals)."""
+def salvage_counts(db: Path, originals: set[bytes], work: Path) -> tuple[int, int, int]:
+    """(original entries recovered verified, of those as the committed winning copy of
+    their key, verified copies that are not originals)."""
     salvage(db, work / "salvage.jsonl", force=True)
-    found, wrong = set(), 0
+    found, winners, wrong = set(), set(), 0
     with open(work / "salvage.jsonl", encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
             if row["table"] != "history" or not row["verified"]:
                 continue
             data = row["data"].encode("utf-8")
-            found.add(data) if data in originals else None
+            if data in originals:
+                found.add(data)
+                winners.add(data) if row["committed"] and not row["superseded"] else None
             wrong += data not in originals
-    return len(found), wrong
+    return len(found), len(winners), wrong
 
 
 def recover_counts(shell: Path, db: Path, originals: set[bytes], work: Path) -> tuple[int, int]:
@@ -145,14 +148,16 @@ def run_corpus(shell: Path, seeds: int, only: list[str]) -> dict[str, dict[str, 
     """Per damage class: totals over the seeds."""
     results: dict[str, dict[str, int]] = {}
     for damage in only or sorted(DAMAGES):
-        totals = dict(entries=0, salvage=0, salvage_wrong=0, recover=0, recover_wrong=0, salvage_more=0)
+        totals = dict(entries=0, salvage=0, salvage_committed=0, salvage_wrong=0, recover=0, recover_wrong=0,
+                      salvage_more=0)
         for seed in range(seeds):
             with tempfile.TemporaryDirectory(dir=OUT) as tmp:
                 db, originals = make_case(Path(tmp), damage, seed)
-                s_found, s_wrong = salvage_counts(db, originals, Path(tmp))
+                s_found, s_committed, s_wrong = salvage_counts(db, originals, Path(tmp))
                 r_found, r_wrong = recover_counts(shell, db, originals, Path(tmp))
             totals["entries"] += len(originals)
             totals["salvage"] += s_found
+            totals["salvage_committed"] += s_committed
             totals["salvage_wrong"] += s_wrong
             totals["recover"] += r_found
             totals["recover_wrong"] += r_wrong

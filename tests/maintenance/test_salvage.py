@@ -301,3 +301,19 @@ def test_v1_entries_and_newer_entries_are_judged_by_the_record_version(store, tm
     lines = {tuple(r["key"]): r for r in _lines(tmp_path / "out.jsonl") if r["table"] == "history"}
     assert lines[("chat-0", 900)]["valid"] and lines[("chat-0", 900)]["verified"]
     assert not lines[("chat-0", 901)]["valid"] and lines[("chat-0", 901)]["verified"]
+
+
+def test_zero_byte_database_with_its_wal_recovers_every_committed_row(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    rows, owner = build_store(src / "s.db", seed=3, keep_open=True)
+    try:
+        copy_store(src / "s.db", tmp_path / "c.db")
+    finally:
+        owner.close_sync()
+    (tmp_path / "c.db").write_bytes(b"")  # SQLite itself would delete the -wal on open
+    wal_before = Path(f"{tmp_path}/c.db-wal").read_bytes()
+    report = salvage(tmp_path / "c.db", tmp_path / "out.jsonl")
+    assert report.method == "page-reader" and report.page_size_source == "wal"
+    assert _winners(_lines(tmp_path / "out.jsonl")) == _originals(rows)
+    assert Path(f"{tmp_path}/c.db-wal").read_bytes() == wal_before
