@@ -87,8 +87,26 @@ def check_markers(conn: sqlite3.Connection, schema: str, path: str | os.PathLike
                              hint="pass a steerable store (the app's sessions database or an archive made by this tool)")
 
 
+def precheck_wal_markers(path: str | os.PathLike[str]) -> None:
+    """Refuse markers that only the ``-wal`` carries, through a read-only connection.
+
+    A writable connection refused afterwards would checkpoint the ``-wal`` into the db when
+    it closes, changing the bytes of a file we refused to touch; a read-only one cannot.
+    Without ``-wal`` content the header that :func:`claim` read is the truth.
+    """
+    if not (wal_path(path).exists() and wal_path(path).stat().st_size > 0):
+        return
+    conn = sqlite3.connect(_uri(path, readonly=True), uri=True, isolation_level=None)
+    try:
+        check_markers(conn, "main", path)
+    finally:
+        conn.close()
+
+
 def connect(path: str | os.PathLike[str], *, readonly: bool) -> sqlite3.Connection:
     """An autocommit connection to an already-claimed store; FULL sync, WAL for writers."""
+    if not readonly:
+        precheck_wal_markers(path)
     conn = sqlite3.connect(_uri(path, readonly=readonly), uri=True, isolation_level=None)
     try:
         check_markers(conn, "main", path)
@@ -172,6 +190,8 @@ def _fsync_dir(directory: Path) -> None:
 
 def attach(conn: sqlite3.Connection, path: str | os.PathLike[str], alias: str, *, readonly: bool) -> None:
     """ATTACH an already-claimed store as ``alias`` and check its markers (FULL sync)."""
+    if not readonly:
+        precheck_wal_markers(path)
     conn.execute("ATTACH DATABASE ? AS " + alias, (_uri(path, readonly=readonly),))
     check_markers(conn, alias, path)
     if not readonly:
