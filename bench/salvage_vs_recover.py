@@ -28,9 +28,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import os
 import random
-import resource
 import shutil
 import sqlite3
 import statistics

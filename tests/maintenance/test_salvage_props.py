@@ -28,7 +28,7 @@ from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.salvage import salvage
 from steerable_agent_runtime.maintenance.salvage_rows import match_table, to_row
 from steerable_agent_runtime.maintenance.sqlite_format import SqliteFile
-from tests.damage import DAMAGES, WAL_DAMAGES, Original, build_store, copy_store
+from tests.damage import DAMAGES, WAL_DAMAGES, build_store, copy_store
 
 SHORT = 1000
 """Rows whose data is shorter than this are stored whole on their leaf page (4096-byte pages)."""

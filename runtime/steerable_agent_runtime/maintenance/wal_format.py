@@ -131,7 +131,7 @@ def _frame_checksum_ok(frame: bytes, seed: tuple[int, int], big_endian: bool) ->
 def _read_frames(f: BinaryIO, file_size: int, scan: WalScan, big_endian: bool,
                  salts: tuple[int, int], seed: tuple[int, int]) -> None:
     """Walk the frames once, then label them (a commit frame promotes the valid frames before it)."""
-    raw: list[tuple[int, int, int, bool]] = []
+    raw: list[tuple[int, int, bool]] = []
     chain_ok, last_commit = True, -1
     index = 0
     while (frame := _read_frame(f, index, scan.page_size, file_size)) is not None:
@@ -154,7 +154,7 @@ def _count_break(scan: WalScan, salts_match: bool) -> None:
     scan.damage["wal_frame_checksum_mismatch" if salts_match else "wal_frame_stale_salt"] += 1
 
 
-def _label(scan: WalScan, raw: list[tuple[int, int, int, bool]], last_commit: int) -> None:
+def _label(scan: WalScan, raw: list[tuple[int, int, bool]], last_commit: int) -> None:
     step = FRAME_HEADER_SIZE + scan.page_size
     for index, (pgno, commit, valid) in enumerate(raw):
         state = "invalid" if not valid else "committed" if index <= last_commit else "uncommitted"
