@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import pytest
 
-from steerable_agent_runtime.errors import NotAStoreError, SchemaTooNewError
+from steerable_agent_runtime.errors import DatabaseDamagedError, NotAStoreError, SchemaTooNewError
 from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.history_view import history
 from steerable_agent_runtime.maintenance.inspect import inspect
@@ -259,3 +259,36 @@ def test_wal_without_shm_in_read_only_directory_is_read_from_a_private_copy(job)
     finally:
         (base / "store").chmod(0o755)
         shutil.rmtree(base)
+
+
+def test_damaged_wal_header_is_read_from_a_copy_not_spun_on(tmp_path, live_writer):
+    """readonly_shm cannot recover a WAL whose header is bad (SQLite spins ~10 s, then
+    SQLITE_PROTOCOL); the copy reads at once and, like SQLite, ignores that WAL."""
+    db, writer, _ = _live_store(tmp_path, live_writer)
+    assert writer.send("checkpoint").startswith("checkpointed")
+    in_db = writer.write(5) - 5
+    writer.kill()
+    _damage_wal_header(tmp_path / "live.db-wal")
+    before = snapshot(tmp_path)
+    with open_readonly(db) as conn:
+        assert conn.strategy == "copy"
+    report = check(db)
+    assert report.access == "copy" and report.rows["history"] == in_db  # what the db file holds
+    assert snapshot(tmp_path) == before
+
+
+def _damage_wal_header(wal: Path) -> None:
+    raw = bytearray(wal.read_bytes())
+    raw[24] ^= 0xFF  # the header checksum
+    wal.write_bytes(bytes(raw))
+
+
+def test_store_whose_tables_are_only_in_a_damaged_wal_points_to_salvage(tmp_path, live_writer):
+    db, writer, _ = _live_store(tmp_path, live_writer)  # never checkpointed: even the schema is in the -wal
+    writer.kill()
+    _damage_wal_header(tmp_path / "live.db-wal")
+    before = snapshot(tmp_path)
+    with pytest.raises(DatabaseDamagedError, match="-wal") as caught:
+        check(db)
+    assert "salvage" in caught.value.hint
+    assert snapshot(tmp_path) == before

@@ -90,7 +90,7 @@ def _integrity(conn: ReadOnlyConnection, pragma: str) -> list[str]:
     """The problems ``PRAGMA integrity_check`` / ``quick_check`` reports ([] when "ok"); closes ``conn``."""
     try:
         lines = [r[0] for r in conn.execute(f"PRAGMA {pragma}({_INTEGRITY_MAX_ERRORS})")]
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         lines = [f"could not finish: {exc}"]
     finally:
         conn.close()
@@ -117,7 +117,7 @@ def _guarded(log: FindingLog, what: str, job: Callable[[], object]) -> None:
     """Run one read; a part SQLite cannot read is a finding, and check goes on."""
     try:
         job()
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # the latter: SQLite's message is garbled too
         log.add("sqlite-integrity", f"{what} could not be read to the end: {exc}")
 
 

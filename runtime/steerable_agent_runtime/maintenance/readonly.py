@@ -24,7 +24,8 @@ parameters page):
   :func:`read_store` runs the job again when they moved (the second time the live files
   are read ``shared``, the third time from a private copy).
 - ``copy``: when there are ``-wal`` frames but no ``-shm`` (files copied without it, like
-  the wal-pending fixture), or the shared open fails, copy the db and its ``-wal`` into a
+  the wal-pending fixture), when the ``-wal`` header is damaged (a ``readonly_shm`` reader
+  would spin ~10 s before SQLITE_PROTOCOL), or when the shared open fails, copy the db and its ``-wal`` into a
   private directory (``tempfile.mkdtemp``: mode 0700, never the db's directory) and open the
   copy. The copy is taken between two stats of the source and retried when the source
   changed in between. The private directory is removed on exit.
@@ -44,6 +45,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import struct
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -53,6 +55,7 @@ from typing import TypeVar
 from ..errors import DatabaseDamagedError, NotAStoreError
 from ..storage.fileprobe import probe, refuse_foreign, refuse_newer_schema
 from ..storage.schema import APPLICATION_ID
+from .wal_format import WAL_HEADER_SIZE, WAL_MAGIC_BE, WAL_MAGIC_LE, valid_page_size, wal_checksum
 
 _COPY_ATTEMPTS = 3
 
@@ -82,6 +85,7 @@ class ReadOnlyConnection(sqlite3.Connection):
         conn = sqlite3.connect(self.uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
                                check_same_thread=False)
         conn.strategy, conn.source, conn.uri = self.strategy, self.source, self.uri
+        conn.text_factory = _lenient_text
         conn.execute("PRAGMA query_only = 1")
         return conn
 
@@ -99,10 +103,15 @@ def read_store(path: str | os.PathLike[str], job: Callable[[ReadOnlyConnection],
 
     An ``immutable`` read overtaken by a writer's checkpoint is thrown away and the job runs
     again (then on a private copy); so ``job`` must only read, and build its result afresh.
+    A part SQLite cannot read (``sqlite3.DatabaseError`` out of ``job``) is raised as
+    DatabaseDamagedError with the salvage hint; jobs that tolerate damage catch it themselves.
     """
     for attempt in range(3):
         with open_readonly(path, allow_newer_schema=allow_newer_schema, force_copy=attempt == 2) as conn:
-            result = job(conn)
+            try:
+                result = job(conn)
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # the latter: a garbled error message
+                raise DatabaseDamagedError(f"{path}: SQLite cannot read part of it: {exc}", path=str(path)) from None
             if not conn.overtaken():
                 return result
     raise AssertionError("unreachable: a private copy is never overtaken")  # pragma: no cover
@@ -135,7 +144,7 @@ def _sidecar(source: Path, suffix: str) -> Path:
 def _open(source: Path, force_copy: bool) -> tuple[ReadOnlyConnection, Path | None]:
     for _ in range(_COPY_ATTEMPTS):
         wal, shm = _fingerprint(_sidecar(source, "-wal")), _fingerprint(_sidecar(source, "-shm"))
-        if wal is not None and shm is not None and not force_copy:
+        if wal is not None and shm is not None and not force_copy and _wal_header_ok(source):
             conn = _try_shared(source)
             if conn is not None:
                 return conn, None
@@ -149,6 +158,28 @@ def _open(source: Path, force_copy: bool) -> tuple[ReadOnlyConnection, Path | No
         path=str(source), hint="re-run the command; if it keeps failing, stop the app for a moment")
 
 
+def _wal_header_ok(source: Path) -> bool:
+    """Whether the -wal is empty or starts with a header SQLite accepts (magic, checksum).
+
+    With a damaged header a ``readonly_shm`` reader cannot run WAL recovery and SQLite
+    retries for about ten seconds before SQLITE_PROTOCOL; a private copy reads at once
+    (and, like SQLite, ignores a WAL whose header is invalid).
+    """
+    try:
+        with open(_sidecar(source, "-wal"), "rb") as fh:
+            header = fh.read(WAL_HEADER_SIZE)
+    except OSError:
+        return False
+    if not header:
+        return True
+    if len(header) < WAL_HEADER_SIZE:
+        return False
+    magic, _, page_size, _, _, _, c0, c1 = struct.unpack(">8I", header)
+    if magic not in (WAL_MAGIC_LE, WAL_MAGIC_BE) or not valid_page_size(page_size):
+        return False
+    return wal_checksum(header[:24], 0, 0, magic == WAL_MAGIC_BE) == (c0, c1)
+
+
 def _try_shared(source: Path) -> ReadOnlyConnection | None:
     """Open the live files with readonly_shm; None when SQLite cannot (e.g. -shm vanished)."""
     try:
@@ -156,7 +187,7 @@ def _try_shared(source: Path) -> ReadOnlyConnection | None:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.OperationalError:
         return None
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from None
     return conn
 
@@ -174,7 +205,17 @@ def _connect(db: Path, strategy: str, source: Path, extra: str = "") -> ReadOnly
     conn = sqlite3.connect(uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
                            check_same_thread=False)
     conn.strategy, conn.source, conn.uri = strategy, source, uri
+    conn.text_factory = _lenient_text
     return conn
+
+
+def _lenient_text(raw: bytes) -> str:
+    """TEXT as str; damaged UTF-8 shows as U+FFFD instead of failing the whole read.
+
+    (Row data is read as BLOB and checked against its CRC-32, so nothing is hidden: a key
+    column that decodes with U+FFFD no longer matches its data and is reported.)
+    """
+    return raw.decode("utf-8", "replace")
 
 
 def _fingerprint(path: Path) -> tuple[int, ...] | None:
@@ -232,8 +273,12 @@ def _adopt(conn: ReadOnlyConnection, source: Path, allow_newer_schema: bool) -> 
         conn.user_version = conn.execute("PRAGMA user_version").fetchone()[0]
         conn.application_id = conn.execute("PRAGMA application_id").fetchone()[0]
         tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from None
+    if not tables and (_fingerprint(_sidecar(source, "-wal")) or (0, 0))[1] > 0:
+        raise DatabaseDamagedError(
+            f"{source}: the db file holds no tables and SQLite cannot use its -wal (damaged WAL header)",
+            path=str(source), hint="run `steerable-maint salvage DB --out rows.jsonl`: it reads -wal frames directly")
     if conn.application_id != APPLICATION_ID or not tables:
         raise NotAStoreError(f"{source}: a SQLite database that is not a steerable store", path=str(source),
                              hint="pass the app's sessions database (it carries application_id 0x53544552)")
