@@ -316,3 +316,28 @@ def test_zero_byte_database_with_its_wal_recovers_every_committed_row(tmp_path: 
     assert report.method == "page-reader" and report.page_size_source == "wal"
     assert _winners(_lines(tmp_path / "out.jsonl")) == _originals(rows)
     assert Path(f"{tmp_path}/c.db-wal").read_bytes() == wal_before
+
+
+def test_torn_uncommitted_wal_tail_is_not_damage(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    rows, owner = build_store(src / "s.db", seed=5, keep_open=True)
+    try:
+        conn = owner.conn
+        conn.execute("PRAGMA cache_size = 1")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("UPDATE messages SET data = data || ' ' WHERE id = ?", [(r.key[0],) for r in rows
+                                                                                  if r.table == "messages"])
+        conn.executemany("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?,?,?,?,?,?,?)",
+                         [("torn", i, 2, "item", "x", "y" * 2000, 0) for i in range(40)])
+        copy_store(src / "s.db", tmp_path / "c.db")
+        conn.execute("ROLLBACK")
+    finally:
+        owner.close_sync()
+    wal = Path(f"{tmp_path}/c.db-wal")
+    raw = bytearray(wal.read_bytes())
+    raw[-4096 - 24 + 16] ^= 0xFF  # the last (uncommitted) frame's checksum: a torn write
+    wal.write_bytes(bytes(raw))
+    report = salvage(tmp_path / "c.db", tmp_path / "out.jsonl")
+    assert report.damage.get("wal_torn_tail") == 1 and report.exit_code == 0
+    assert _winners(_lines(tmp_path / "out.jsonl")) == _originals(rows)

@@ -206,8 +206,9 @@ def _unplaced_sink(report: SalvageReport):  # noqa: ANN202 - a small closure
     return sink
 
 
-_BENIGN_DAMAGE = {"wal_frame_stale_salt"}
-"""Not damage: what a WAL reused after a checkpoint normally holds past its new frames."""
+_BENIGN_DAMAGE = {"wal_frame_stale_salt", "wal_torn_tail"}
+"""Not damage: what a WAL reused after a checkpoint holds past its new frames, and the
+uncommitted frames a writer that died mid-transaction left (nothing committed is lost)."""
 
 
 def _findings(report: SalvageReport) -> list[Finding]:

@@ -132,7 +132,7 @@ def _read_frames(f: BinaryIO, file_size: int, scan: WalScan, big_endian: bool,
                  salts: tuple[int, int], seed: tuple[int, int]) -> None:
     """Walk the frames once, then label them (a commit frame promotes the valid frames before it)."""
     raw: list[tuple[int, int, bool]] = []
-    chain_ok, last_commit = True, -1
+    chain_ok, last_commit, broken_at = True, -1, -1
     index = 0
     while (frame := _read_frame(f, index, scan.page_size, file_size)) is not None:
         pgno, commit, fs1, fs2 = struct.unpack_from(">4I", frame, 0)
@@ -141,17 +141,28 @@ def _read_frames(f: BinaryIO, file_size: int, scan: WalScan, big_endian: bool,
             if chain_ok:
                 seed = struct.unpack_from(">2I", frame, 16)
                 last_commit = index if commit else last_commit
+            elif (fs1, fs2) != salts:
+                # What a WAL reused after a checkpoint looks like: old frames past the new ones.
+                scan.damage["wal_frame_stale_salt"] += 1
             else:
-                _count_break(scan, (fs1, fs2) == salts)
+                broken_at = index
         raw.append((pgno, commit, chain_ok))
         index += 1
+    if broken_at >= 0:
+        scan.damage[_break_kind(f, raw, broken_at, salts, scan.page_size)] += 1
     _label(scan, raw, last_commit)
 
 
-def _count_break(scan: WalScan, salts_match: bool) -> None:
-    # A salt mismatch is what a WAL reused after a checkpoint looks like (old frames past
-    # the new ones); a matching salt with a wrong checksum is a torn write or damage.
-    scan.damage["wal_frame_checksum_mismatch" if salts_match else "wal_frame_stale_salt"] += 1
+def _break_kind(f: BinaryIO, raw: list[tuple[int, int, bool]], broken_at: int, salts: tuple[int, int],
+                page_size: int) -> str:
+    """A wrong checksum with the current salts: a torn tail (the writer died before its
+    commit frame: nothing committed is lost) unless a commit frame of this generation
+    follows, which means committed transactions are cut off: damage."""
+    for index in range(broken_at, len(raw)):
+        f.seek(WAL_HEADER_SIZE + index * (FRAME_HEADER_SIZE + page_size) + 8)
+        if raw[index][1] and struct.unpack(">2I", f.read(8)) == salts:
+            return "wal_frame_checksum_mismatch"
+    return "wal_torn_tail"
 
 
 def _label(scan: WalScan, raw: list[tuple[int, int, bool]], last_commit: int) -> None:
