@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from steerable_agent_runtime.maintenance.salvage import SalvageReport, salvage
 
@@ -28,16 +27,14 @@ def command(db: str, out: str, rebuild: str | None, force: bool, as_json: bool) 
 
 def _render(report: SalvageReport) -> None:
     """The summary goes to stderr: the rows themselves are in the JSONL file."""
-    table = Table(title=f"salvage {report.path} -> {report.out} ({report.method})")
-    for name in ("table", "keys", "verified", "unverified", "invalid", "superseded", "uncommitted", *_SOURCES):
-        table.add_column(name, justify="left" if name == "table" else "right")
+    stderr.print(f"salvage {report.path} -> {report.out} (read by {report.method}; page size {report.page_size},"
+                 f" {report.page_size_source})", highlight=False)
     for name, t in sorted(report.tables.items()):
-        table.add_row(name, *(str(v) for v in (t.keys, t.verified, t.unverified, t.invalid, t.superseded,
-                                                t.uncommitted)),
-                      *(str(t.copies_by_source.get(s, 0)) for s in _SOURCES))
-    stderr.print(table)
-    stderr.print(f"{report.rows_written} row copies written; page size {report.page_size} ({report.page_size_source})",
-                 highlight=False)
+        found = ", ".join(f"{s} {t.copies_by_source[s]}" for s in _SOURCES if t.copies_by_source.get(s))
+        stderr.print(f"  {name}: {t.keys} rows, {t.verified} verified, {t.unverified} failing their checksum,"
+                     f" {t.invalid} invalid; {t.superseded} older and {t.uncommitted} uncommitted copies;"
+                     f" found in {found}", highlight=False)
+    stderr.print(f"{report.rows_written} row copies written to {report.out}", highlight=False)
     if report.rebuild:
         placed = sum(report.rebuilt.values())
         stderr.print(f"rebuilt {report.rebuild}: {placed} rows placed, {report.unplaced_total} not placed",
