@@ -27,6 +27,19 @@ RESUME_TARGET = 1.5
 SEARCH_P50_TARGET_MS = 10.0
 
 
+_LOOP = asyncio.new_event_loop()
+
+
+def awaited(coro: Any) -> tuple[float, Any]:
+    """Seconds the awaited call took (timed inside the loop, so loop start-up is not
+    counted), and its result. One event loop serves the whole run."""
+    async def timed_call() -> tuple[float, Any]:
+        started = time.perf_counter()
+        result = await coro
+        return time.perf_counter() - started, result
+    return _LOOP.run_until_complete(timed_call())
+
+
 def _items(count: int, seed: int, start_at: str = "2026-05-01T00:00:00.000000Z") -> list[dict[str, Any]]:
     """``count`` history items with the generator's text mix (user/assistant alternating)."""
     text = make_store.TextSource(random.Random(seed))
@@ -55,7 +68,7 @@ def _append_figure(settings: Settings, batch: int, count: int) -> Row:
     try:
         def ours(rep: int) -> float:
             record = f"ours-{rep}"
-            run = lambda: asyncio.run(_append_all(storage, record, entries, batch))  # noqa: E731
+            run = lambda: awaited(_append_all(storage, record, entries, batch))[0]  # noqa: E731
             return profiled(settings, f"append{batch}", run) if rep == 0 else run()
 
         def baseline(rep: int) -> float:
@@ -85,11 +98,9 @@ def _append_figure(settings: Settings, batch: int, count: int) -> Row:
                raw={"ours_per_s": ours_rate, "baseline_per_s": base_rate, "ours_s": mine, "baseline_s": theirs})
 
 
-async def _append_all(storage: SqliteStorage, record: str, entries: list[dict[str, Any]], batch: int) -> float:
-    started = time.perf_counter()
+async def _append_all(storage: SqliteStorage, record: str, entries: list[dict[str, Any]], batch: int) -> None:
     for start in range(0, len(entries), batch):
         await storage.append_history(record, entries[start:start + batch])
-    return time.perf_counter() - started
 
 
 def _baseline_conn(path: Path) -> sqlite3.Connection:
@@ -123,7 +134,7 @@ def resume_store(settings: Settings) -> Path:
     if db.exists() and done.exists():
         return db
     remove_store(db)
-    asyncio.run(_write_resume_store(db, settings.resume_prefix))
+    awaited(_write_resume_store(db, settings.resume_prefix))
     done.write_text("ok\n")
     return db
 
@@ -154,13 +165,13 @@ def resume_rows(settings: Settings) -> list[Row]:
 
         def side(record: str):
             def run(rep: int) -> float:
-                seconds, transcript = timed(lambda: asyncio.run(resume_transcript(storage, record)))
+                seconds, transcript = awaited(resume_transcript(storage, record))
                 lengths[record] = len(transcript)
                 return seconds
             return run
 
         reps = max(15, settings.reps * 5)
-        profiled(settings, "resume", lambda: asyncio.run(resume_transcript(storage, "long")))
+        profiled(settings, "resume", lambda: awaited(resume_transcript(storage, "long")))
         mine, theirs = interleave(reps, side("long"), side("short"))
     finally:
         storage.close_sync()
@@ -187,12 +198,12 @@ def search_rows(settings: Settings) -> list[Row]:
     like = sqlite3.connect(f"file:{info.path}?mode=ro", uri=True)
     try:
         mine, theirs, hits = [], [], 0
-        profiled(settings, "search", lambda: [asyncio.run(storage.search_sessions(q)) for q in queries[:20]])
+        profiled(settings, "search", lambda: [awaited(storage.search_sessions(q)) for q in queries[:20]])
         for i, query in enumerate(queries):
             ours_first = i % 2 == 0
             if not ours_first and i < settings.like_queries:
                 theirs.append(_like_search(like, query))
-            seconds, found = timed(lambda: asyncio.run(storage.search_sessions(query, limit=20)))
+            seconds, found = awaited(storage.search_sessions(query, limit=20))
             mine.append(seconds)
             hits += bool(found)
             if ours_first and i < settings.like_queries:
