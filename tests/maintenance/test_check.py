@@ -204,3 +204,34 @@ def test_progress_reports_each_phase():
     phases = {c[0] for c in calls}
     assert {"integrity_check", "rows: history", "rows: sessions"} <= phases
     assert ("rows: history", 7, 7) in calls
+
+
+def test_damaged_utf8_in_a_key_column_is_a_finding_and_the_scan_goes_on(fixture_copy):
+    db = fixture_copy("healthy")
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE messages SET chat_id = CAST(x'636861742dff' AS TEXT) WHERE id = 'm-alpha-2'")
+    conn.execute("UPDATE history SET at = CAST(x'32303236ff' AS TEXT) WHERE record_id = 'chat-beta' AND seq = 1")
+    conn.commit()
+    conn.close()
+    report = check(db)
+    assert report.counts == {"orphan-message": 1, "row-column-mismatch": 2}
+    assert report.rows == expected("healthy")["rows"]
+    assert {f.key or f.record_id for f in report.findings if f.code == "row-column-mismatch"} == {"m-alpha-2",
+                                                                                                  "chat-beta"}
+    assert "\ufffd" in next(f.message for f in report.findings if f.code == "orphan-message")
+    machine = run(db, "--json")
+    assert machine.exit_code == 1 and json.loads(machine.stdout)["counts"]["row-column-mismatch"] == 2
+
+
+def test_finding_log_merge_adds_counts_and_lists_at_most_n_per_code():
+    from steerable_agent_runtime.maintenance.check_codes import FindingLog
+
+    a, b = FindingLog(3), FindingLog(3)
+    for i in range(2):
+        a.add("orphan-span", f"a{i}")
+    for i in range(4):
+        b.add("orphan-span", f"b{i}")
+    b.add("wal-large", "big")
+    a.merge(b)
+    assert a.counts == {"orphan-span": 6, "wal-large": 1}
+    assert [f.message for f in a.findings] == ["a0", "a1", "b0", "big"]

@@ -147,16 +147,37 @@ def _count(conn: ReadOnlyConnection, name: str, report: CheckReport) -> None:
 
 def _scan(conn: ReadOnlyConnection, spec: TableSpec, report: CheckReport, log: FindingLog,
           stats: RecordStats, tick: Progress) -> None:
-    phase = f"rows: {spec.name}"
+    """Scan one table with SQLite's fast strict UTF-8 decoding; if a key column holds
+    damaged UTF-8, scan it again decoding leniently (U+FFFD), so the damage is reported as a
+    column mismatch instead of ending the table's scan."""
+    lenient = conn.text_factory
+    try:
+        for factory in (str, lenient):
+            conn.text_factory = factory
+            try:
+                table_log, table_stats = _scan_once(conn, spec, report, log.max_per_code, tick)
+            except sqlite3.OperationalError as exc:
+                if factory is lenient or "decode" not in str(exc):
+                    raise
+                continue
+            log.merge(table_log)
+            stats.merge(table_stats)
+            return
+    finally:
+        conn.text_factory = lenient
+
+
+def _scan_once(conn: ReadOnlyConnection, spec: TableSpec, report: CheckReport, max_per_code: int,
+               tick: Progress) -> tuple[FindingLog, RecordStats]:
+    phase, log, stats = f"rows: {spec.name}", FindingLog(max_per_code), RecordStats()
     total = conn.execute(f"SELECT max(rowid) FROM {spec.name}").fetchone()[0]
 
     def step(done: int) -> None:
         report.rows[spec.name] = done
         tick(phase, done, total)
 
-    done = (scan_history(conn, log, stats, step) if spec.name == "history"
-            else scan_entities(conn, spec, log, step))
-    step(done)
+    step(scan_history(conn, log, stats, step) if spec.name == "history" else scan_entities(conn, spec, log, step))
+    return log, stats
 
 
 def _orphans(conn: ReadOnlyConnection, present: set[str], log: FindingLog) -> None:

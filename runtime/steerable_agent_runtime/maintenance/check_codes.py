@@ -82,3 +82,13 @@ class FindingLog:
             spec = CODES[code]
             self.findings.append(Finding(code=code, severity=spec.severity, message=message,
                                          hint=hint or spec.hint, **where))  # type: ignore[arg-type]
+
+    def merge(self, other: "FindingLog") -> None:
+        """Add everything ``other`` counted; keep its listed findings up to ``max_per_code``."""
+        listed = {code: min(n, self.max_per_code) for code, n in self.counts.items()}
+        for finding in other.findings:
+            if listed.get(finding.code, 0) < self.max_per_code:
+                self.findings.append(finding)
+                listed[finding.code] = listed.get(finding.code, 0) + 1
+        for code, count in other.counts.items():
+            self.counts[code] = self.counts.get(code, 0) + count
