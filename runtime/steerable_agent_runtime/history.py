@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Union
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, ValidationError
 
 from .errors import HistorySeqConflictError, RecordFormatError
 from .models import LLMMessage, Timestamp, WireModel, utc_now
@@ -72,7 +72,10 @@ class HistorySeed(_EntryBase):
 
 
 HistoryEntry = Annotated[Union[HistoryItem, CompactionBoundary, HistorySeed], Field(discriminator="type")]
-_ENTRY_ADAPTER: TypeAdapter[HistoryItem | CompactionBoundary | HistorySeed] = TypeAdapter(HistoryEntry)
+"""The entry union, discriminated by ``type`` (for pydantic fields and TypeAdapters)."""
+HistoryModel = HistoryItem | CompactionBoundary | HistorySeed
+_MODEL_BY_TYPE: dict[str, type[HistoryModel]] = {"item": HistoryItem, "compaction_boundary": CompactionBoundary,
+                                                  "seed": HistorySeed}
 
 # The migration seam: UPGRADES[n] turns a v-n dict into a v-(n+1) dict. v1 -> v2 is the
 # stamp and nothing else (the envelopes are field-identical).
@@ -120,34 +123,48 @@ def upgrade_entry_dict(entry: Any, *, record_id: str | None = None) -> dict[str,
     upgraded = dict(entry)
     while entry_version(upgraded) < RECORD_FORMAT_VERSION:
         upgraded = UPGRADES[entry_version(upgraded)](upgraded)
-    if upgraded.get("type") not in ENTRY_TYPES:
-        raise RecordFormatError(
-            f"{_where(record_id, seq)}: unknown entry type {upgraded.get('type')!r} (v{version}):"
-            " written by a newer build; upgrade the app; the record was not modified",
-            record_id=record_id, seq=seq if isinstance(seq, int) else None, version=version,
-        )
+    if upgraded.get("type") not in _MODEL_BY_TYPE:
+        raise _unknown_type(upgraded, record_id, version)
     return upgraded
 
 
-def parse_entry(entry: Any, *, record_id: str | None = None) -> HistoryItem | CompactionBoundary | HistorySeed:
+def _unknown_type(entry: dict[str, Any], record_id: str | None, version: Any) -> RecordFormatError:
+    seq = entry.get("seq")
+    return RecordFormatError(
+        f"{_where(record_id, seq)}: unknown entry type {entry.get('type')!r} (v{version}):"
+        " written by a newer build; upgrade the app; the record was not modified",
+        record_id=record_id, seq=seq if isinstance(seq, int) else None,
+        version=version if isinstance(version, int) else None,
+    )
+
+
+def _validate_current(entry: dict[str, Any], record_id: str | None, version: Any) -> HistoryModel:
+    """Validate an entry already in the current version; ``version`` is what it was on disk."""
+    model = _MODEL_BY_TYPE.get(entry.get("type"))  # type: ignore[arg-type]
+    if model is None:
+        raise _unknown_type(entry, record_id, version)
+    try:
+        return model.model_validate(entry)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        seq = entry.get("seq")
+        raise RecordFormatError(
+            f"{_where(record_id, seq)}: entry does not parse (v{version}):"
+            f" {field}: {first['msg']}; the record was not modified",
+            record_id=record_id, seq=seq if isinstance(seq, int) else None,
+            version=version if isinstance(version, int) else None,
+            hint="run `steerable-maint check DB` to locate the damage, `steerable-maint salvage` to export the rest",
+        ) from None
+
+
+def parse_entry(entry: Any, *, record_id: str | None = None) -> HistoryModel:
     """Upgrade and validate one stored entry dict into its model.
 
     Raises RecordFormatError (fail closed) for anything this build cannot read.
     """
     upgraded = upgrade_entry_dict(entry, record_id=record_id)
-    try:
-        return _ENTRY_ADAPTER.validate_python(upgraded)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        seq = upgraded.get("seq")
-        raise RecordFormatError(
-            f"{_where(record_id, seq)}: entry does not parse (v{entry_version(entry)}):"
-            f" {field}: {first['msg']}; the record was not modified",
-            record_id=record_id, seq=seq if isinstance(seq, int) else None,
-            version=entry_version(entry) if isinstance(entry_version(entry), int) else None,
-            hint="run `steerable-maint check DB` to locate the damage, `steerable-maint salvage` to export the rest",
-        ) from None
+    return _validate_current(upgraded, record_id, entry_version(entry))
 
 
 def read_entry_text(text: str | bytes, *, record_id: str | None = None, seq: int | None = None) -> dict[str, Any]:
@@ -164,7 +181,7 @@ def read_entry_text(text: str | bytes, *, record_id: str | None = None, seq: int
             hint="run `steerable-maint check DB` to locate the damage, `steerable-maint salvage` to export the rest",
         ) from None
     upgraded = upgrade_entry_dict(raw, record_id=record_id)
-    parse_entry(upgraded, record_id=record_id)
+    _validate_current(upgraded, record_id, entry_version(raw))
     return upgraded
 
 
@@ -212,7 +229,7 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
         stamped = {k: val for k, val in entry.items() if k not in ("v", "seq")}
         stamped.update(v=RECORD_FORMAT_VERSION, seq=seq)
         stamped["at"] = stamped.get("at") or now
-        model = parse_entry(stamped, record_id=record_id)
+        model = _validate_current(stamped, record_id, RECORD_FORMAT_VERSION)
         prepared.append(PreparedEntry(seq, model.v, model.type, model.at,
                                       model.model_dump_json(by_alias=True, exclude_none=True), model))
         seq += 1
