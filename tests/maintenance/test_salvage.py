@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import random
 import sqlite3
 from pathlib import Path
@@ -341,3 +342,16 @@ def test_torn_uncommitted_wal_tail_is_not_damage(tmp_path: Path) -> None:
     report = salvage(tmp_path / "c.db", tmp_path / "out.jsonl")
     assert report.damage.get("wal_torn_tail") == 1 and report.exit_code == 0
     assert _winners(_lines(tmp_path / "out.jsonl")) == _originals(rows)
+
+
+def test_parallel_export_writes_the_same_bytes_as_one_process(store, tmp_path: Path, monkeypatch) -> None:
+    from steerable_agent_runtime.maintenance import salvage_parallel
+
+    db, rows = store
+    monkeypatch.setattr(salvage_parallel, "MIN_ROWS_PER_WORKER", 10**9)
+    one = salvage(db, tmp_path / "one.jsonl")
+    monkeypatch.setattr(salvage_parallel, "MIN_ROWS_PER_WORKER", 10)
+    assert salvage_parallel.worker_count(len(rows)) > 1 or (os.cpu_count() or 1) == 1
+    many = salvage(db, tmp_path / "many.jsonl")
+    assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "many.jsonl").read_bytes()
+    assert one.model_dump() | {"out": ""} == many.model_dump() | {"out": ""}

@@ -36,7 +36,8 @@ from ..errors import NotAStoreError
 from ..storage.schema import APPLICATION_ID
 from .report import Finding, JobReport, Progress, no_progress
 from .salvage_harvest import Tally, harvest_all, harvest_free
-from .salvage_output import atomic_output, check_target, write_jsonl, write_store
+from .salvage_output import atomic_output, check_target, merge_tally, write_jsonl, write_store
+from .salvage_parallel import export_live
 from .salvage_spool import Spool
 from .sqlite_format import SqliteFile
 
@@ -102,7 +103,7 @@ def salvage(path: str | os.PathLike[str], out: str | os.PathLike[str], *, rebuil
         spool = Spool(Path(tmp) / "spool.db")
         try:
             _collect(db, wal, spool, report, step)
-            _export(spool, out_path, report, force, step)
+            _export(spool, db, out_path, report, force, step)
             if rebuild_path is not None:
                 step("rebuild", 0, None)
                 report.rebuilt = write_store(spool, rebuild_path, force=force, on_unplaced=_unplaced_sink(report))
@@ -182,10 +183,11 @@ def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:
                              hint="pass the app's database file (or its copy)")
 
 
-def _export(spool: Spool, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
+def _export(spool: Spool, db: Path, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
     step("export", 0, None)
     with atomic_output(out, force=force) as (_tmp, fh):
-        tally = write_jsonl(spool, fh, lambda done: step("export", done, None))
+        tally = export_live(spool, db, fh, db.parent, lambda done: step("export", done, None))
+        merge_tally(tally, write_jsonl(spool, fh, lambda done: step("export", done, None), live=False))
     for (table, source), (copies, superseded, uncommitted, keys, verified, invalid) in sorted(tally.items()):
         t = report.tables.setdefault(table, TableTally())
         t.copies_by_source[source] = copies

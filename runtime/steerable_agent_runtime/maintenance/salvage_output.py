@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -24,7 +24,7 @@ from ..errors import NotAStoreError, OutputExistsError
 from ..storage.lease import WriteLease
 from ..storage.schema import TABLES, create_schema
 from .salvage_rows import data_valid, expected_columns
-from .salvage_spool import Spool
+from .salvage_spool import Copy, Spool
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -86,12 +86,23 @@ def publish(tmp: Path, target: Path, *, force: bool) -> None:
 TALLY_FIELDS = ("copies", "superseded", "uncommitted", "keys", "verified", "invalid")
 
 
-def write_jsonl(spool: Spool, fh: BinaryIO, progress: Callable[[int], None]) -> dict[tuple[str, str], list[int]]:
-    """Write one JSON object per copy in the spool; return per (table, source) the counts
-    named by TALLY_FIELDS (keys/verified/invalid count winning copies: committed, not superseded)."""
-    tally: dict[tuple[str, str], list[int]] = {}
+Tally = dict[tuple[str, str], list[int]]
+"""Per (table, source): the counts named by TALLY_FIELDS."""
+
+
+def write_jsonl(spool: Spool, fh: BinaryIO, progress: Callable[[int], None], *, live: bool = True) -> Tally:
+    """Write one JSON object per copy in the spool (``live=False``: without the live
+    tables' rows, written elsewhere); return the tally (keys/verified/invalid count winning
+    copies: committed, not superseded)."""
+    tally: Tally = {}
+    write_copies(spool.copies(live=live), fh, tally, progress)
+    return tally
+
+
+def write_copies(copies: Iterable[Copy], fh: BinaryIO, tally: Tally, progress: Callable[[int], None]) -> None:
+    """Write each copy as one JSON line and count it into ``tally``."""
     count = 0
-    for c in spool.copies():
+    for c in copies:
         valid = bool(c.agree) and data_valid(c.table, c.data, key=c.key)
         text = c.data.decode("utf-8", "replace") if c.data is not None else None
         fh.write((f'{{"table":"{c.table}","key":{c.key},"columns":{c.columns},'
@@ -100,18 +111,24 @@ def write_jsonl(spool: Spool, fh: BinaryIO, progress: Callable[[int], None]) -> 
                   f'"verified":{_b(c.verified)},"valid":{_b(valid)},"superseded":{_b(c.superseded)}}}\n'
                   ).encode("utf-8", "surrogatepass"))
         t = tally.get((c.table, c.source)) or tally.setdefault((c.table, c.source), [0] * 6)
-        wins = c.committed and not c.superseded
         t[0] += 1
         t[1] += bool(c.superseded)
         t[2] += not c.committed
-        if wins:
+        if c.committed and not c.superseded:
             t[3] += 1
             t[4] += bool(c.verified)
             t[5] += not valid
         count += 1
         if count % 10000 == 0:
             progress(count)
-    return tally
+
+
+def merge_tally(into: Tally, other: Tally) -> None:
+    """Add ``other``'s counts to ``into``."""
+    for key, counts in other.items():
+        mine = into.setdefault(key, [0] * len(counts))
+        for i, n in enumerate(counts):
+            mine[i] += n
 
 
 def _n(value: int | None) -> str:

@@ -142,13 +142,12 @@ class Spool:
     def live_copies(self, table: str) -> Iterator[Copy]:
         """Every row of ``src.table`` (the attached sound copy) as a live b-tree copy, read by
         SQLite; checksum and column agreement are computed in the same statement."""
-        spec = TABLES[table]
-        others = [c for c in spec.all_columns if c != "data"]
-        columns = "json_object(" + ", ".join(f"'{c}', {c}" for c in others) + ")"
-        cur = self.conn.execute(
-            f"SELECT '{table}', json_array({', '.join(spec.key)}), {columns}, CAST(data AS BLOB), 'btree', NULL, NULL,"
-            f" 1, crc IS row_crc(CAST(data AS BLOB)), 0, {_agree_sql(table)} FROM src.{table}")
-        return map(Copy._make, cur)
+        return map(Copy._make, self.conn.execute(live_copies_sql(table, "src")))
+
+    def rowid_span(self, table: str) -> tuple[int, int, int]:
+        """(min rowid, max rowid, row count) of ``src.table``."""
+        lo, hi, count = self.conn.execute(f"SELECT min(rowid), max(rowid), count(*) FROM src.{table}").fetchone()
+        return lo or 0, hi or 0, count
 
     def mark_live(self) -> None:
         """Flag spooled copies whose key has a row in ``src`` (the live copy supersedes them)."""
@@ -171,12 +170,12 @@ class Spool:
             CREATE INDEX cand_key ON cand(tbl, key);
         """)
 
-    def copies(self) -> Iterator[Copy]:
-        """Every copy with its ``superseded`` flag: the live tables' rows (fast path), then
-        the spooled copies grouped by table and key."""
-        live = (c for table in self.live_tables for c in self.live_copies(table))
+    def copies(self, *, live: bool = True) -> Iterator[Copy]:
+        """Every copy with its ``superseded`` flag: the live tables' rows (fast path; left
+        out with ``live=False``), then the spooled copies grouped by table and key."""
+        rows = (c for table in self.live_tables for c in self.live_copies(table)) if live else iter(())
         cur = self.conn.execute(f"SELECT {_COPY_SQL} ORDER BY c.tbl, c.key, c.rank DESC, c.id")
-        return itertools.chain(live, map(Copy._make, cur))
+        return itertools.chain(rows, map(Copy._make, cur))
 
     def best_verified(self) -> Iterator[tuple[str, str, dict[str, Any] | None, bytes | None, bool]]:
         """Per spooled committed key without a live row: (table, key, columns, data,
@@ -201,6 +200,15 @@ class Spool:
     def close(self) -> None:
         """Close the spool's connection."""
         self.conn.close()
+
+
+def live_copies_sql(table: str, schema: str, where: str = "") -> str:
+    """SELECT of a sound store's rows of ``table`` as Copy tuples (needs row_crc registered)."""
+    spec = TABLES[table]
+    others = [c for c in spec.all_columns if c != "data"]
+    columns = "json_object(" + ", ".join(f"'{c}', {c}" for c in others) + ")"
+    return (f"SELECT '{table}', json_array({', '.join(spec.key)}), {columns}, CAST(data AS BLOB), 'btree', NULL,"
+            f" NULL, 1, crc IS row_crc(CAST(data AS BLOB)), 0, {_agree_sql(table)} FROM {schema}.{table} {where}")
 
 
 def _agree_sql(table: str) -> str:
