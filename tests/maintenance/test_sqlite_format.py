@@ -218,3 +218,24 @@ def test_garbage_is_not_a_database_and_never_raises(tmp_path: Path) -> None:
         assert detect_page_size(fh, path.stat().st_size) is None
     with SqliteFile(path) as db:
         assert read_schema(db) == []
+
+
+def test_a_payload_size_larger_than_the_file_is_refused_without_reading(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (a TEXT)")
+    conn.execute("INSERT INTO t VALUES ('hello')")
+    conn.commit()
+    conn.close()
+    raw = bytearray(path.read_bytes())
+    with SqliteFile(path) as db:
+        root = _roots(db)["t"]
+        page = db.page(root)
+    ptr = struct.unpack_from(">H", page, 8)[0]
+    huge = _encode_varint(2**40)  # payload size := 1 TiB, written over the cell's first bytes
+    start = (root - 1) * 4096 + ptr
+    raw[start:start + len(huge)] = huge
+    path.write_bytes(bytes(raw))
+    with SqliteFile(path) as db:
+        cells = list(walk_tree(db, _roots(db)["t"]))
+    assert [c.fields for c in cells] == [None]

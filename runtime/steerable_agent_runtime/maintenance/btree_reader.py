@@ -154,6 +154,8 @@ def _leaf_cell(db: SqliteFile, page: bytes, pgno: int, ptr: int, table: bool, as
 
 def _payload(db: SqliteFile, page: bytes, start: int, total: int, table: bool, as_of: int | None) -> bytes | None:
     """The whole payload of a cell: its local part, then its overflow chain."""
+    if total > db.page_count * db.usable:
+        return None  # a damaged size: more bytes than the whole file holds (never buffer that)
     local = local_payload_size(total, db.usable, table_leaf=table)
     if start + local > db.usable or (local < total and start + local + 4 > db.usable):
         return None
