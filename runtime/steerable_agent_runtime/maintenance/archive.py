@@ -13,7 +13,9 @@ archive guarantees:
   loses nothing; a re-run converges.
 - A chat that stays (active or recent) but of which the archive holds rows byte-identical
   to the store's (a run killed between commit and delete, then the app touched the chat)
-  has those archive copies removed (``leftover_copies_removed``); differing rows are kept.
+  has those archive copies removed (``leftover_copies_removed``); differing rows are kept
+  (if the app changed such a row, e.g. a session's ``updated_at``, the archive keeps the
+  old version and the chat reports ``archive.conflict`` once it is idle again).
 - A chat with a row in both files that differs is a conflict: it stays whole in the store,
   nothing of it is added to the archive, an ``archive.conflict`` error finding names the
   table and key (exit 1), and the other chats still move.
@@ -38,11 +40,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from ..errors import UsageError
+from ..storage.fileprobe import probe
 from .chatmove import (BatchResult, RowCounts, chats_in_destination, count_rows, drop_leftover_copies, load_batch,
                         move_batch, prepare)
 from .duration import cutoff_timestamp
 from .report import Finding, JobReport, Progress, no_progress
-from ..storage.fileprobe import probe
 from .storefiles import attach, claim, create_store, open_store, refuse_same_store
 
 _CHAT_KEYS = (("sessions", "chat_id"), ("messages", "chat_id"), ("traces", "chat_id"), ("history", "record_id"))
