@@ -27,11 +27,12 @@ def _render(r: SearchReport) -> None:
         stdout.print(f"no chat matches {r.query!r} ({r.engine})", markup=False, highlight=False)
     else:
         table = Table(title=f"{len(r.chats)} chat(s) match {r.query!r} ({r.engine}, best first)")
-        for column in ("rank", "chat", "session", "user", "stage", "active", "updated"):
+        for column in ("#", "chat", "session", "user", "stage", "active"):
             table.add_column(column)
+        table.add_column("updated", no_wrap=True, min_width=20)
         rank = {chat: i + 1 for i, chat in enumerate(r.chats)}
         for s in r.sessions:
             table.add_row(str(rank[s["chatId"]]), s["chatId"], s["sessionId"], s["userId"], s["currentStage"],
-                          "yes" if s["isActive"] else "no", s["updatedAt"])
+                          "yes" if s["isActive"] else "no", s["updatedAt"][:19] + "Z")
         stdout.print(table)
     render_findings(r.findings)

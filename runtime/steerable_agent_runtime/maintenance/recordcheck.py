@@ -113,6 +113,7 @@ def _downgrade(conn: Any, record_id: str, versions: dict[int, list[int]]) -> Dow
 def _downgrade_message(d: DowngradeRecord) -> str:
     versions = ", ".join(f"v{v}" for v in d.versions)
     users = f" (user {', '.join(d.user_ids)})" if d.user_ids else ""
-    return (f"chat {d.record_id!r}{users}: {d.entries} history entries written by a newer build ({versions};"
+    entries = f"{d.entries} history {'entry' if d.entries == 1 else 'entries'}"
+    return (f"chat {d.record_id!r}{users}: {entries} written by a newer build ({versions};"
             f" this build reads up to v{RECORD_FORMAT_VERSION}), first at seq {d.first_seq}. The record is intact"
             " and unmodified; it needs a newer build to be read")
