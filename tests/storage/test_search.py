@@ -70,3 +70,17 @@ def test_like_fallback_without_fts5(tmp_path):
     with pytest.raises(UsageError):
         run(store.search_sessions("   "))
     run(store.close())
+
+
+def test_ranking_is_bounded_to_the_newest_candidates(tmp_path):
+    store = SqliteStorage(tmp_path / "s.db")
+    run(store.upsert_session(session("s-old", chat="c-old", minute=1)))
+    run(store.upsert_session(session("s-new", chat="c-new", minute=2)))
+    run(store.append_message(message("old", chat="c-old", content="fig fig fig fig", minute=1)))
+    for i in range(5):
+        run(store.append_message(message(f"new{i}", chat="c-new", content=f"a fig among many other words {i}", minute=2)))
+    exact = [s.session_id for s in run(store.search_sessions("fig"))]
+    assert exact == ["s-old", "s-new"]  # few matches: exact bm25, the dense old message wins
+    bounded = [s.session_id for s in run(store.search_sessions("fig", candidates=3))]
+    assert bounded == ["s-new"]  # only the 3 newest matches are ranked
+    run(store.close())

@@ -30,12 +30,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ..errors import DataIntegrityError, DatabaseDamagedError, NotAStoreError, StoreClosedError, UsageError
+from ..errors import DataIntegrityError, DatabaseDamagedError, NotAStoreError, StoreClosedError
 from ..history import prepare_append, read_entry_text
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
 from .fileprobe import probe, refuse_foreign, refuse_newer_schema
 from .lease import WriteLease
 from .schema import APPLICATION_ID, CHECKPOINT_WHERE, create_schema, has_fts, row_checksum
+from .search import SEARCH_CANDIDATES, matching_chats
 
 M = TypeVar("M", bound=WireModel)
 _MAX_SEQ = 2**62
@@ -271,43 +272,22 @@ class SqliteStorage:
         return rows[0][0]
 
     # search ---------------------------------------------------------------------------
-    async def search_sessions(self, query: str, *, limit: int = 20) -> list[AgentSession]:
+    async def search_sessions(self, query: str, *, limit: int = 20,
+                              candidates: int = SEARCH_CANDIDATES) -> list[AgentSession]:
         """Sessions whose chat messages match ``query``, best-matching chat first.
 
-        With FTS5 the query is FTS5 syntax ranked by bm25; without FTS5 it is a substring
-        match ranked by the number of matching messages. A query FTS5 rejects raises
-        UsageError with a hint. Sessions of one chat come in (created_at, session_id) order.
+        With FTS5 the query is FTS5 syntax; the newest ``candidates`` matching messages are
+        ranked by bm25 (exact whenever no more than that match; see storage/search.py for
+        why the bound). Without FTS5 it is a substring match ranked by the number of
+        matching messages. At most ``limit`` chats; each chat's sessions in (created_at,
+        session_id) order. Raises UsageError for an empty query or one FTS5 rejects.
         """
-        chats = self._matching_chats(query, limit)
+        with self._lock, self._damage_as_error():
+            _, chats = matching_chats(self.conn, query, limit, fts=self.fts, candidates=candidates)
         found: list[AgentSession] = []
         for chat_id in chats:
             found.extend(await self.list_sessions(chat_id=chat_id))
         return found
-
-    def _matching_chats(self, query: str, limit: int) -> list[str]:
-        if not query.strip():
-            raise UsageError("empty search query", hint="pass one or more words to search for")
-        if self.fts:
-            sql = ("SELECT m.chat_id FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
-                   " WHERE messages_fts MATCH ? ORDER BY messages_fts.rank")
-        else:
-            sql = ("SELECT chat_id FROM messages WHERE json_extract(data, '$.content') LIKE ? ESCAPE '\\'"
-                   " GROUP BY chat_id ORDER BY count(*) DESC, chat_id")
-            query = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        chats: list[str] = []
-        with self._lock, self._damage_as_error():
-            try:
-                for (chat_id,) in self.conn.execute(sql, (query,)):
-                    if chat_id not in chats:
-                        chats.append(chat_id)
-                        if len(chats) >= limit:
-                            break
-            except sqlite3.OperationalError as exc:
-                if any(word in str(exc) for word in ("malformed", "disk I/O", "locked", "corrupt")):
-                    raise
-                raise UsageError(f"search query rejected: {exc}",
-                                 hint='put the words in double quotes to search for them literally, e.g. \'"foo-bar"\'') from None
-        return chats
 
 
 def _verified(table: str, row: tuple[Any, ...], record_id: str | None = None) -> bytes:
