@@ -1,8 +1,9 @@
 """search: which sessions' chats mention a query, read-only, ranked like the runtime ranks them.
 
-Same semantics as ``SqliteStorage.search_sessions``: with the store's FTS5 index the query
-is FTS5 syntax and chats come best bm25 match first; without it (or without FTS5 in this
-SQLite) it is a substring match, chats ranked by matching messages. ``limit`` caps the
+The same code as ``SqliteStorage.search_sessions`` (storage/search.py): with the store's FTS5
+index the query is FTS5 syntax and chats come best bm25 match first among the newest 500
+matching messages; without it (or without FTS5 in this SQLite) it is a substring match,
+chats ranked by matching messages. ``limit`` caps the
 chats; each chat's sessions come in (created_at, session_id) order.
 
 Guarantees: reads through :func:`read_store` (no lease, no byte changed, no file
@@ -23,15 +24,11 @@ from typing import Any
 
 from ..errors import UsageError
 from ..storage.schema import has_fts
+from ..storage.search import matching_chats
 from .check_codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
 
-_FTS_SQL = ("SELECT m.chat_id FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
-            " WHERE messages_fts MATCH ? ORDER BY messages_fts.rank")
-_LIKE_SQL = ("SELECT chat_id FROM messages WHERE json_extract(data, '$.content') LIKE ? ESCAPE '\\'"
-             " GROUP BY chat_id ORDER BY count(*) DESC, chat_id")
-_QUOTE_HINT = 'put the words in double quotes to search for them literally, e.g. \'"foo-bar"\''
 
 
 class SearchReport(JobReport):
@@ -56,7 +53,7 @@ def search(path: str | os.PathLike[str], query: str, *, limit: int = 20,
 
     def read(conn: ReadOnlyConnection) -> SearchReport:
         log, report = FindingLog(max_per_code=20), SearchReport(path=str(path), query=query, limit=limit)
-        report.engine, report.chats = _matching_chats(conn, query, limit)
+        report.engine, report.chats = matching_chats(conn, query, limit, fts=_fts_usable(conn))
         for done, chat_id in enumerate(report.chats):
             tick("sessions", done, len(report.chats))
             report.sessions.extend(_sessions(conn, chat_id, log))
@@ -66,27 +63,15 @@ def search(path: str | os.PathLike[str], query: str, *, limit: int = 20,
     return read_store(path, read)
 
 
-def _matching_chats(conn: ReadOnlyConnection, query: str, limit: int) -> tuple[str, list[str]]:
-    if has_fts(conn):
-        try:
-            return "fts5", _first_chats(conn, _FTS_SQL, query, limit)
-        except sqlite3.OperationalError as exc:
-            if "no such module" not in str(exc):
-                if any(word in str(exc) for word in ("malformed", "disk I/O", "corrupt")):
-                    raise
-                raise UsageError(f"search query rejected: {exc}", hint=_QUOTE_HINT) from None
-    pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    return "like", _first_chats(conn, _LIKE_SQL, pattern, limit)
-
-
-def _first_chats(conn: ReadOnlyConnection, sql: str, query: str, limit: int) -> list[str]:
-    chats: list[str] = []
-    for (chat_id,) in conn.execute(sql, (query,)):
-        if chat_id not in chats:
-            chats.append(chat_id)
-            if len(chats) >= limit:
-                break
-    return chats
+def _fts_usable(conn: ReadOnlyConnection) -> bool:
+    """Whether the store has its FTS5 index and this SQLite can read it."""
+    if not has_fts(conn):
+        return False
+    try:
+        conn.execute("SELECT 1 FROM messages_fts LIMIT 0")
+    except sqlite3.OperationalError:
+        return False  # "no such module: fts5": a SQLite built without it; fall back to LIKE
+    return True
 
 
 def _sessions(conn: ReadOnlyConnection, chat_id: str, log: FindingLog) -> list[dict[str, Any]]:
