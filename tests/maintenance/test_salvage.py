@@ -131,6 +131,7 @@ def test_zeroed_header_or_page1_recovers_every_row_through_the_page_reader(store
     assert _winners(lines) == _originals(rows)
     assert all(r["verified"] for r in lines)
     assert {r["source"] for r in lines} <= {"btree", "unallocated"}
+    assert report.damaged_pages["db_header_damaged"] == [1]
     # page 1 holds the schema: without it every table's rows are found by shape
     assert report.damage.get("schema_table_missing", 0) == (6 if damage is zero_page1 else 0)
 

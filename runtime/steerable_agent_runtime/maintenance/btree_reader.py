@@ -56,7 +56,7 @@ def read_schema(db: SqliteFile) -> list[SchemaEntry]:
     for cell in walk_tree(db, 1):
         fields = cell.fields
         if fields is None or len(fields) != 5 or not isinstance(fields[3][1], int):
-            db.damage["schema_row_undecodable"] += 1
+            db.note("schema_row_undecodable")
             continue
         text = [v.decode("utf-8", "replace") if isinstance(v, bytes) else "" for _, v in fields]
         out.append(SchemaEntry(text[0], text[1], text[2], fields[3][1], text[4]))
@@ -76,7 +76,7 @@ def walk_tree(db: SqliteFile, root: int) -> Iterator[Cell]:
             continue
         head = page_header(page, db.header_offset(pgno), db.usable)
         if head is None:
-            db.damage["btree_page_malformed"] += 1
+            db.note("btree_page_malformed", pgno)
             continue
         if head.is_leaf:
             yield from leaf_cells(db, page, pgno)
@@ -89,14 +89,14 @@ def walk_tree(db: SqliteFile, root: int) -> Iterator[Cell]:
 
 def _enter(db: SqliteFile, pgno: int) -> bytes | None:
     if not db.valid_pgno(pgno):
-        db.damage["pointer_out_of_range"] += 1
+        db.note("pointer_out_of_range")
         return None
     if db.marks[pgno]:
-        db.damage["page_reached_twice"] += 1
+        db.note("page_reached_twice", pgno)
         return None
     page = db.page(pgno)
     if page is None:
-        db.damage["page_missing"] += 1
+        db.note("page_missing", pgno)
         return None
     db.marks[pgno] = MARK_BTREE
     return page
@@ -106,7 +106,7 @@ def _children(db: SqliteFile, page: bytes, head: Any) -> list[int]:
     kids = []
     for ptr in cell_pointers(page, head, db.usable):
         if ptr is None or ptr + 4 > db.usable:
-            db.damage["cell_pointer_out_of_range"] += 1
+            db.note("cell_pointer_out_of_range")
             continue
         kids.append(struct.unpack_from(">I", page, ptr)[0])
     kids.append(head.right_child)
@@ -117,7 +117,7 @@ def _index_interior_cells(db: SqliteFile, page: bytes, pgno: int, head: Any) -> 
     for ptr in cell_pointers(page, head, db.usable):
         cell = _leaf_cell(db, page, pgno, ptr + 4, False) if ptr is not None else None
         if cell is None or cell.fields is None:
-            db.damage["cell_undecodable"] += 1
+            db.note("cell_undecodable", pgno)
         else:
             yield cell
 
@@ -130,12 +130,12 @@ def leaf_cells(db: SqliteFile, page: bytes, pgno: int, *, as_of: int | None = No
     """
     head = page_header(page, db.header_offset(pgno), db.usable)
     if head is None or head.kind not in (TABLE_LEAF, INDEX_LEAF):
-        db.damage["leaf_page_malformed"] += 1
+        db.note("leaf_page_malformed", pgno)
         return
     for ptr in cell_pointers(page, head, db.usable):
         cell = _leaf_cell(db, page, pgno, ptr, head.kind == TABLE_LEAF, as_of) if ptr is not None else None
         if cell is None or cell.fields is None:
-            db.damage["cell_undecodable"] += 1
+            db.note("cell_undecodable", pgno)
             yield cell or Cell(pgno, None, None)
         else:
             yield cell
@@ -173,12 +173,12 @@ def read_overflow(db: SqliteFile, pgno: int, need: int, as_of: int | None = None
     seen: set[int] = set()
     while need > 0:
         if not db.valid_pgno(pgno) or pgno in seen:
-            db.damage["overflow_chain_broken"] += 1
+            db.note("overflow_chain_broken", pgno if db.valid_pgno(pgno) else None)
             return None
         seen.add(pgno)
         page = db.page(pgno) if as_of is None else db.image_as_of(pgno, as_of)
         if page is None:
-            db.damage["overflow_chain_broken"] += 1
+            db.note("overflow_chain_broken", pgno)
             return None
         db.marks[pgno] = db.marks[pgno] or MARK_OVERFLOW
         chunk = page[4:db.usable][:need]
@@ -199,7 +199,7 @@ def walk_freelist(db: SqliteFile) -> list[int]:
         budget -= 1
         page = db.page(trunk) if db.valid_pgno(trunk) and not db.marks[trunk] else None
         if page is None:
-            db.damage["freelist_trunk_broken"] += 1
+            db.note("freelist_trunk_broken", trunk)
             return leaves
         db.marks[trunk] = MARK_FREE_TRUNK
         count = min(struct.unpack_from(">I", page, 4)[0], (db.usable - 8) // 4)
@@ -212,7 +212,7 @@ def _free_leaves(db: SqliteFile, page: bytes, count: int) -> Iterator[int]:
     for i in range(count):
         leaf = struct.unpack_from(">I", page, 8 + 4 * i)[0]
         if not db.valid_pgno(leaf) or db.marks[leaf]:
-            db.damage["freelist_leaf_invalid"] += 1
+            db.note("freelist_leaf_invalid")
             continue
         db.marks[leaf] = MARK_FREE_LEAF
         yield leaf

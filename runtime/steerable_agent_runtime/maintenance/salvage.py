@@ -77,6 +77,8 @@ class SalvageReport(JobReport):
     rows_written: int = 0
     tables: dict[str, TableTally] = {}
     damage: dict[str, int] = {}
+    damaged_pages: dict[str, list[int]] = {}
+    """Per damage code, the first page numbers it was found on (see sqlite_format.NOTED_PAGES)."""
     unmatched_records: int = 0
     wal_frames: dict[str, int] = {}
     rebuilt: dict[str, int] = {}
@@ -157,6 +159,7 @@ def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, st
         else:
             harvest_all(pages, spool, tally)
         report.damage = dict(pages.damage)
+        report.damaged_pages = {code: sorted(p) for code, p in pages.damaged_pages.items() if p}
         if tally.missing_roots:
             report.damage["schema_table_missing"] = tally.missing_roots
         report.unmatched_records = tally.unmatched_records
@@ -213,9 +216,17 @@ _BENIGN_DAMAGE = {"wal_frame_stale_salt", "wal_torn_tail"}
 uncommitted frames a writer that died mid-transaction left (nothing committed is lost)."""
 
 
+def _on_pages(pages: list[int]) -> str:
+    if not pages:
+        return ""
+    shown = ", ".join(str(p) for p in pages[:10])
+    return f" (page {shown}{', ...' if len(pages) > 10 else ''})"
+
+
 def _findings(report: SalvageReport) -> list[Finding]:
     found = [Finding(code=f"salvage.{code}", severity="info" if code in _BENIGN_DAMAGE else "error",
-                     message=f"{count} x {code.replace('_', ' ')}", hint="the rows it held were salvaged where readable")
+                     message=f"{count} x {code.replace('_', ' ')}{_on_pages(report.damaged_pages.get(code, []))}",
+                     hint="the rows it held were salvaged where readable")
              for code, count in sorted(report.damage.items())]
     if report.unmatched_records:
         found.append(Finding(code="salvage.unmatched_records", severity="error",

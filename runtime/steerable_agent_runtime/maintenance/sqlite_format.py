@@ -33,6 +33,8 @@ TABLE_LEAF, TABLE_INTERIOR, INDEX_LEAF, INDEX_INTERIOR = 13, 5, 10, 2
 BTREE_TYPES = (TABLE_LEAF, TABLE_INTERIOR, INDEX_LEAF, INDEX_INTERIOR)
 # marks: what the walk found each page to be (0: not reached).
 MARK_BTREE, MARK_OVERFLOW, MARK_FREE_TRUNK, MARK_FREE_LEAF = 1, 2, 3, 4
+NOTED_PAGES = 100
+"""At most this many page numbers are kept per damage code (the count is always exact)."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,7 @@ class SqliteFile:
 
     def __init__(self, db_path: str | os.PathLike[str], wal_path: str | os.PathLike[str] | None = None) -> None:
         self.damage: Counter[str] = Counter()
+        self.damaged_pages: dict[str, list[int]] = {}
         self._db = open(db_path, "rb")  # noqa: SIM115 - closed in close()
         self._wal: BinaryIO | None = None
         self.file_size = os.fstat(self._db.fileno()).st_size
@@ -217,7 +220,7 @@ class SqliteFile:
         hdr = self.header
         size, source = (hdr.page_size, "header") if hdr.magic_ok and valid_page_size(hdr.page_size) else (0, "")
         if not hdr.magic_ok and self.file_size:
-            self.damage["db_header_damaged"] += 1
+            self.note("db_header_damaged", 1)
         if wal_path is not None and os.path.exists(wal_path):
             self._wal = open(wal_path, "rb")  # noqa: SIM115 - closed in close()
             self.wal = scan_wal(self._wal, os.fstat(self._wal.fileno()).st_size, size or None)
@@ -241,7 +244,7 @@ class SqliteFile:
         detected = detect_page_size(self._db, self.file_size)
         if detected is None:
             return size, source
-        self.damage["db_header_layout_wrong"] += 1
+        self.note("db_header_layout_wrong", 1)
         self._reserved_override = 0
         return 0, ""
 
@@ -256,6 +259,13 @@ class SqliteFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def note(self, code: str, page: int | None = None) -> None:
+        """Count one damaged structure; remember up to NOTED_PAGES page numbers per code."""
+        self.damage[code] += 1
+        pages = self.damaged_pages.setdefault(code, [])
+        if page is not None and len(pages) < NOTED_PAGES and page not in pages:
+            pages.append(page)
 
     def valid_pgno(self, pgno: int) -> bool:
         """Whether a page pointer is inside the database (1..page_count)."""
