@@ -4,17 +4,32 @@
 (the source is only ever read, so it stays byte-identical, and no file appears beside it),
 then:
 
-- fast path: when SQLite opens the copy and ``quick_check`` passes, every entity table is
-  read by SQLite itself; the page reader only adds freelist pages and the WAL frames that
-  are not current (older versions, uncommitted frames);
+- fast path: when the page reader finds no damage, SQLite opens the copy read-only and
+  ``quick_check`` passes, every entity table is read by SQLite itself and streamed to the
+  output (in worker processes for a big store, :mod:`.salvage_parallel`); the page reader
+  only adds freelist pages and the WAL frames that are not current;
 - otherwise the page reader (:mod:`.sqlite_format`, :mod:`.btree_reader`) walks the schema,
-  every tree, the freelist, every page no tree reaches, and the WAL.
+  every tree, the freelist, every page no tree reaches, and every WAL frame.
 
-Every copy of every row goes to ``out`` as one JSON object (table, key, columns, data,
-source, page, frame, committed, verified, valid, superseded); the newest committed copy of
-a key wins, uncommitted WAL copies never do. ``rebuild`` writes a fresh store from the
-newest verified copy of each key (see :mod:`.salvage_output`). The report's exit code is 0
-only when nothing was damaged and every winning copy verified.
+Every copy of every row goes to ``out`` as one JSON object:
+
+- ``table``, ``key`` (the key column values), ``columns`` (every column but data),
+  ``data`` (the stored JSON text; damaged UTF-8 replaced by U+FFFD);
+- ``source``: ``btree`` (a live tree, or a file image a committed WAL frame replaced),
+  ``unallocated`` (a page no tree reaches: its parent or the schema was lost),
+  ``freelist`` (a freed page), ``wal`` (a WAL frame that is not its page's current image);
+  ``page`` (null on the fast path) and ``frame`` (WAL frame index);
+- ``committed``: false for WAL frames outside the committed WAL (uncommitted, torn, or left
+  from an earlier WAL generation): such copies are reported, never mixed in;
+- ``verified``: the stored CRC-32 matches ``data`` (storage.schema.row_checksum; key
+  columns are not covered by it); ``valid``: ``data`` validates against the current
+  models / record version and the indexed columns agree with it;
+- ``superseded``: another copy of the key won (the newest committed copy wins: live tree,
+  then unallocated pages, then newer WAL frames, then a verified copy).
+
+``rebuild`` writes a fresh store from the newest verified copy of each key found on a live
+or orphaned page (see :mod:`.salvage_output`); the rest is listed in the report. The
+report's exit code is 0 only when nothing was damaged and every winning copy verified.
 
 Raises NotAStoreError (missing, a directory, nothing SQLite-like in it, another
 application's database), OutputExistsError (an output exists and ``force`` is False, or it
