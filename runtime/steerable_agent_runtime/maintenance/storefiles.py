@@ -19,15 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
-from ..errors import DatabaseDamagedError, NotAStoreError, UsageError
+from ..errors import UsageError
 from ..storage.fileprobe import FileProbe, probe, refuse_foreign, refuse_newer_schema
 from ..storage.lease import WriteLease, lock_path_for
-from ..storage.schema import APPLICATION_ID, create_schema
-
-
-def wal_path(path: str | os.PathLike[str]) -> Path:
-    """The ``-wal`` file SQLite keeps beside ``path``."""
-    return Path(f"{os.fspath(path)}-wal")
+from ..storage.markers import check_markers, precheck_wal_markers, wal_path
+from ..storage.newstore import create_store
 
 
 def store_bytes(path: str | os.PathLike[str]) -> int:
@@ -71,38 +67,6 @@ def _uri(path: str | os.PathLike[str], *, readonly: bool) -> str:
     return uri + ("?mode=ro" if has_wal else "?mode=ro&immutable=1")
 
 
-def check_markers(conn: sqlite3.Connection, schema: str, path: str | os.PathLike[str]) -> None:
-    """Refuse a schema newer than this build, or a file without our application id.
-
-    Reads the markers through SQLite, which sees a newer header still in the ``-wal``.
-    """
-    try:
-        version = conn.execute(f"PRAGMA {schema}.user_version").fetchone()[0]
-        app_id = conn.execute(f"PRAGMA {schema}.application_id").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        raise DatabaseDamagedError(f"{path}: SQLite cannot read it: {exc}", path=str(path)) from None
-    refuse_newer_schema(version, path)
-    if app_id != APPLICATION_ID:
-        raise NotAStoreError(f"{path}: a SQLite database that is not a steerable store", path=str(path),
-                             hint="pass a steerable store (the app's sessions database or an archive made by this tool)")
-
-
-def precheck_wal_markers(path: str | os.PathLike[str]) -> None:
-    """Refuse markers that only the ``-wal`` carries, through a read-only connection.
-
-    A writable connection refused afterwards would checkpoint the ``-wal`` into the db when
-    it closes, changing the bytes of a file we refused to touch; a read-only one cannot.
-    Without ``-wal`` content the header that :func:`claim` read is the truth.
-    """
-    if not (wal_path(path).exists() and wal_path(path).stat().st_size > 0):
-        return
-    conn = sqlite3.connect(_uri(path, readonly=True), uri=True, isolation_level=None)
-    try:
-        check_markers(conn, "main", path)
-    finally:
-        conn.close()
-
-
 def connect(path: str | os.PathLike[str], *, readonly: bool) -> sqlite3.Connection:
     """An autocommit connection to an already-claimed store; FULL sync, WAL for writers."""
     if not readonly:
@@ -132,60 +96,6 @@ def open_store(path: str | os.PathLike[str], *, readonly: bool = False) -> Itera
             conn.close()
     finally:
         lease.release()
-
-
-def create_store(path: str | os.PathLike[str]) -> None:
-    """Create a new, empty, valid store at ``path`` (mode 0600, WAL, schema stamped).
-
-    Atomic: the store is built in ``.<name>.new`` beside the target, fsynced, then linked
-    into place (never replacing an existing file) and the directory fsynced. A kill at any
-    point leaves either no ``path`` or a complete store, never a 0-byte file a re-run would
-    refuse. The caller holds the lease of ``path``, so a leftover ``.new`` is stale and removed.
-    Raises NotAStoreError when the directory is not writable.
-    """
-    target = Path(path)
-    temp = target.with_name(f".{target.name}.new")
-    for stale in (temp, Path(f"{temp}-wal"), Path(f"{temp}-shm")):
-        stale.unlink(missing_ok=True)
-    try:
-        os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
-        _build_schema(temp)
-        os.link(temp, target)
-    except OSError as exc:
-        raise NotAStoreError(f"{target}: cannot create it: {exc.strerror}", path=str(target),
-                             hint="check that the directory exists and is writable") from None
-    finally:
-        temp.unlink(missing_ok=True)
-    _fsync_dir(target.parent)
-
-
-def _build_schema(path: Path) -> None:
-    """Stamp the schema into the empty file ``path`` and leave it fsynced, WAL folded in."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        create_schema(conn)
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a new directory entry durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def attach(conn: sqlite3.Connection, path: str | os.PathLike[str], alias: str, *, readonly: bool) -> None:

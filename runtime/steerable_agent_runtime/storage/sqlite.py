@@ -9,8 +9,11 @@ Guarantees:
   StoreAlreadyOwnedError naming the holder.
 - A path that is a directory, unreadable, empty or not SQLite raises NotAStoreError; a
   schema newer than this build raises SchemaTooNewError. Both before anything is written:
-  the file is untouched (the lease file is not even created).
-- A new database file is created 0600 (SQLite gives its -wal and -shm the same mode).
+  the file is untouched (for a newer header the lease file is not even created; for a newer
+  schema still in the -wal the markers are read read-only, so nothing is checkpointed).
+- A new database is created atomically (storage/newstore.py: built beside, fsynced, linked
+  into place) with mode 0600 (SQLite gives its -wal and -shm the same mode): a kill during
+  the first open leaves no file or a complete store.
 - Every write is one transaction; an acknowledged write (the awaited call returned) is
   committed with ``synchronous=FULL`` by default, so it survives kill -9 and power loss.
 - Every read verifies each row's checksum and raises DataIntegrityError on a mismatch:
@@ -35,6 +38,8 @@ from ..history import prepare_append, read_entry_text
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
 from .fileprobe import probe, refuse_foreign, refuse_newer_schema
 from .lease import WriteLease
+from .markers import precheck_wal_markers
+from .newstore import create_store
 from .schema import APPLICATION_ID, CHECKPOINT_WHERE, create_schema, has_fts, row_checksum
 from .search import SEARCH_CANDIDATES, matching_chats
 
@@ -54,12 +59,12 @@ class SqliteStorage:
         self.lease = WriteLease(self.path).acquire()
         self._lock = threading.RLock()
         try:
-            if not found.exists:
-                _create_private_file(self.path)
+            if found.exists:
+                precheck_wal_markers(self.path)
+            else:
+                create_store(self.path)
             self._conn: sqlite3.Connection | None = self._connect(synchronous)
         except BaseException:
-            if not found.exists and self.path.exists() and self.path.stat().st_size == 0:
-                self.path.unlink()  # we made it a moment ago; leave nothing half-made behind
             self.lease.release()
             raise
         self.fts = has_fts(self._conn)
@@ -298,13 +303,3 @@ def _verified(table: str, row: tuple[Any, ...], record_id: str | None = None) ->
         raise DataIntegrityError(f"{table} {where}: stored bytes do not match their checksum (silent corruption)",
                                  table=table, record_id=record_id, seq=key if record_id is not None else None)
     return data
-
-
-def _create_private_file(path: Path) -> None:
-    """Create an empty database file with mode 0600 (a user's private conversations)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except OSError as exc:
-        raise NotAStoreError(f"{path}: cannot create the database: {exc.strerror}", path=str(path),
-                             hint="check that the directory exists and is writable") from None
-    os.close(fd)
