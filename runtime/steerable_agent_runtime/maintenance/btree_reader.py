@@ -15,7 +15,7 @@ Guarantees:
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,13 +218,17 @@ def _free_leaves(db: SqliteFile, page: bytes, count: int) -> Iterator[int]:
         yield leaf
 
 
-def loose_leaf_pages(db: SqliteFile) -> Iterator[tuple[int, bytes, bool]]:
+def loose_leaf_pages(db: SqliteFile, progress: Callable[[int, int], None] | None = None
+                     ) -> Iterator[tuple[int, bytes, bool]]:
     """Table-leaf page images no walk reached, and freelist leaves: (pgno, image, on_freelist).
 
-    Scans every page once, in file order. A page the walks left unmarked that still holds
-    a table-leaf header was orphaned (its parent or the schema lost) or never reused.
+    Scans every page once, in file order (``progress(done, total)`` every 4096 pages). A
+    page the walks left unmarked that still holds a table-leaf header was orphaned (its
+    parent or the schema lost) or never reused.
     """
     for pgno in range(1, db.page_count + 1):
+        if progress is not None and pgno % 4096 == 0:
+            progress(pgno, db.page_count)
         if db.marks[pgno] not in (0, MARK_FREE_LEAF):
             continue
         page = db.page(pgno)

@@ -172,7 +172,7 @@ def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, st
             harvest_free(pages, spool, tally, scan_loose=False)
             spool.mark_live()
         else:
-            harvest_all(pages, spool, tally)
+            harvest_all(pages, spool, tally, lambda done, total: step("scan pages", done, total))
         report.damage = dict(pages.damage)
         report.damaged_pages = {code: sorted(p) for code, p in pages.damaged_pages.items() if p}
         if tally.missing_roots:

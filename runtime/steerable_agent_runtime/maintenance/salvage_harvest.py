@@ -11,7 +11,7 @@ go to the spool one at a time. Nothing here raises on damaged content; ``Tally``
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ..storage.schema import TABLES
@@ -30,7 +30,8 @@ class Tally:
     missing_roots: int = 0
 
 
-def harvest_all(db: SqliteFile, spool: Spool, tally: Tally) -> None:
+def harvest_all(db: SqliteFile, spool: Spool, tally: Tally, progress: Callable[[int, int], None] | None = None
+                ) -> None:
     """Everything the page reader can reach: live trees, loose pages, the WAL's other frames."""
     roots = {e.rootpage: e.name for e in read_schema(db) if e.type == "table" and e.rootpage > 0}
     tally.missing_roots = len(set(TABLES) - set(roots.values()))
@@ -38,14 +39,15 @@ def harvest_all(db: SqliteFile, spool: Spool, tally: Tally) -> None:
         origin = Origin("btree", None, None, True, LIVE, True)
         # An unknown name (a full-text index table, or a damaged name) is matched by shape.
         _store(spool, tally, _rows(walk_tree(db, root), name if name in TABLES else None, origin))
-    harvest_free(db, spool, tally, scan_loose=True)
+    harvest_free(db, spool, tally, scan_loose=True, progress=progress)
 
 
-def harvest_free(db: SqliteFile, spool: Spool, tally: Tally, *, scan_loose: bool) -> None:
+def harvest_free(db: SqliteFile, spool: Spool, tally: Tally, *, scan_loose: bool,
+                 progress: Callable[[int, int], None] | None = None) -> None:
     """Freelist leaves (and, with ``scan_loose``, every page no walk reached), then the WAL."""
     free = walk_freelist(db)
     if scan_loose:
-        pages: Iterable[tuple[int, bytes, bool]] = loose_leaf_pages(db)
+        pages: Iterable[tuple[int, bytes, bool]] = loose_leaf_pages(db, progress)
     else:
         pages = ((p, img, True) for p in free if (img := db.page(p)) is not None and _is_leaf(db, p, img))
     for pgno, image, on_free in pages:
