@@ -22,6 +22,7 @@ from steerable_agent_runtime.maintenance.history_view import history
 from steerable_agent_runtime.maintenance.inspect import inspect
 from steerable_agent_runtime.maintenance.readonly import open_readonly, read_store
 from steerable_agent_runtime.maintenance.search import search
+from steerable_agent_runtime.storage.schema import create_schema
 
 from .conftest import FIXTURES, snapshot
 from .readjobs import READ_JOBS, live_rows
@@ -133,7 +134,7 @@ def test_live_writer_commits_are_only_in_the_wal(tmp_path, live_writer):
     main_only.mkdir()
     shutil.copyfile(db, main_only / "live.db")
     conn = sqlite3.connect(f"{(main_only / 'live.db').as_uri()}?immutable=1", uri=True)
-    assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0  # not even the schema
+    assert conn.execute("SELECT count(*) FROM history").fetchone()[0] == 0  # the db file alone has none
     conn.close()
     assert live_rows(READ_JOBS["check"](db)) == total
 
@@ -283,12 +284,21 @@ def _damage_wal_header(wal: Path) -> None:
     wal.write_bytes(bytes(raw))
 
 
-def test_store_whose_tables_are_only_in_a_damaged_wal_points_to_salvage(tmp_path, live_writer):
-    db, writer, _ = _live_store(tmp_path, live_writer)  # never checkpointed: even the schema is in the -wal
-    writer.kill()
-    _damage_wal_header(tmp_path / "live.db-wal")
-    before = snapshot(tmp_path)
+def test_store_whose_tables_are_only_in_a_damaged_wal_points_to_salvage(tmp_path):
+    """As an older build left a new store: even the schema only in the -wal (never checkpointed)."""
+    db = tmp_path / "old.db"
+    owner = sqlite3.connect(db, isolation_level=None)
+    owner.execute("PRAGMA journal_mode = WAL")
+    owner.execute("PRAGMA wal_autocheckpoint = 0")
+    create_schema(owner)
+    live = tmp_path / "crashed"
+    live.mkdir()
+    for suffix in ("", "-wal", "-shm"):
+        shutil.copyfile(f"{db}{suffix}", live / f"old.db{suffix}")  # what a kill -9 leaves
+    owner.close()
+    _damage_wal_header(live / "old.db-wal")
+    before = snapshot(live)
     with pytest.raises(DatabaseDamagedError, match="-wal") as caught:
-        check(db)
+        check(live / "old.db")
     assert "salvage" in caught.value.hint
-    assert snapshot(tmp_path) == before
+    assert snapshot(live) == before

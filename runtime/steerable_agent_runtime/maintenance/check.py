@@ -22,12 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..storage.lease import lease_holder
-from ..storage.schema import SCHEMA_VERSION, TABLES, TableSpec
+from ..storage.schema import SCHEMA_VERSION, TABLES
 from .check_codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
 from .recordcheck import (DowngradeRecord, check_contiguity, stats_from_columns, version_findings)
 from .report import JobReport, Progress, no_progress
-from .rowcheck import RecordStats, scan_entities, scan_history
+from .rowcheck import RecordStats
+from .tablescan import scan_tables
 
 DEFAULT_WAL_THRESHOLD = 64 << 20
 _INTEGRITY_MAX_ERRORS = 1_000_000
@@ -124,14 +125,13 @@ def _guarded(log: FindingLog, what: str, job: Callable[[], object]) -> None:
 def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: CheckReport, log: FindingLog,
           tick: Progress) -> None:
     stats = RecordStats()
-    for name, spec in TABLES.items():
-        if name not in present:
-            continue
-        report.rows[name] = 0
-        if quick:
+    tables = [name for name in TABLES if name in present]
+    if quick:
+        for name in tables:
+            report.rows[name] = 0
             _guarded(log, f"table {name}", lambda name=name: _count(conn, name, report))
-        else:
-            _guarded(log, f"table {name}", lambda name=name, spec=spec: _scan(conn, spec, report, log, stats, tick))
+    else:
+        _guarded(log, "row scan", lambda: _scan(conn, tables, report, log, stats, tick))
     if "history" in present:
         _guarded(log, "history seqs", lambda: check_contiguity(conn, log))
         if quick:
@@ -145,39 +145,17 @@ def _count(conn: ReadOnlyConnection, name: str, report: CheckReport) -> None:
     report.rows[name] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
 
 
-def _scan(conn: ReadOnlyConnection, spec: TableSpec, report: CheckReport, log: FindingLog,
+def _scan(conn: ReadOnlyConnection, tables: list[str], report: CheckReport, log: FindingLog,
           stats: RecordStats, tick: Progress) -> None:
-    """Scan one table with SQLite's fast strict UTF-8 decoding; if a key column holds
-    damaged UTF-8, scan it again decoding leniently (U+FFFD), so the damage is reported as a
-    column mismatch instead of ending the table's scan."""
-    lenient = conn.text_factory
-    try:
-        for factory in (str, lenient):
-            conn.text_factory = factory
-            try:
-                table_log, table_stats = _scan_once(conn, spec, report, log.max_per_code, tick)
-            except sqlite3.OperationalError as exc:
-                if factory is lenient or "decode" not in str(exc):
-                    raise
-                continue
-            log.merge(table_log)
-            stats.merge(table_stats)
-            return
-    finally:
-        conn.text_factory = lenient
-
-
-def _scan_once(conn: ReadOnlyConnection, spec: TableSpec, report: CheckReport, max_per_code: int,
-               tick: Progress) -> tuple[FindingLog, RecordStats]:
-    phase, log, stats = f"rows: {spec.name}", FindingLog(max_per_code), RecordStats()
-    total = conn.execute(f"SELECT max(rowid) FROM {spec.name}").fetchone()[0]
-
-    def step(done: int) -> None:
-        report.rows[spec.name] = done
-        tick(phase, done, total)
-
-    step(scan_history(conn, log, stats, step) if spec.name == "history" else scan_entities(conn, spec, log, step))
-    return log, stats
+    """Every row of ``tables`` (tablescan.py); a table SQLite stops reading is a finding."""
+    report.rows.update({name: 0 for name in tables})
+    for unit in scan_tables(conn, tables, log.max_per_code, tick):
+        report.rows[unit.table] += unit.rows
+        log.merge(unit.log)
+        stats.merge(unit.stats)
+        if unit.error is not None:
+            log.add("sqlite-integrity", f"table {unit.table} could not be read to the end: {unit.error}",
+                    table=unit.table)
 
 
 def _orphans(conn: ReadOnlyConnection, present: set[str], log: FindingLog) -> None:

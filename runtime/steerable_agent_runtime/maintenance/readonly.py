@@ -11,13 +11,13 @@ parameters page):
   ``-wal``/``-shm`` when they are missing. ``immutable=1`` ignores the ``-wal`` (committed
   rows would be invisible). A 0-byte db beside a ``-wal`` makes even ``mode=ro`` delete the
   ``-wal`` (fileprobe refuses an empty file before we get there).
-- ``shared``: when ``-wal`` AND ``-shm`` exist (the app is running, or it crashed), open
-  ``file:DB?mode=ro&readonly_shm=1``. SQLite then maps ``-shm`` read-only, never writes a
+- ``shared``: when the ``-wal`` holds frames and a ``-shm`` exists (the app is running, or
+  it crashed), open ``file:DB?mode=ro&readonly_shm=1``. SQLite then maps ``-shm`` read-only, never writes a
   read mark, never recovers or checkpoints, and when the ``-shm`` is stale (a writer
   crashed) it rebuilds the wal-index in private heap memory. Nothing is created. Committed
   ``-wal`` frames are visible; the owner keeps writing (WAL readers never block writers).
-- ``immutable``: when there is no ``-wal`` (or an empty one) and no ``-shm``, every committed
-  row is in the db file, so ``immutable=1`` reads all of it with no lock and no file
+- ``immutable``: when there is no ``-wal`` or an empty one (with or without ``-shm``), every
+  committed row is in the db file, so ``immutable=1`` reads all of it with no lock and no file
   created, at full speed and without copying gigabytes. ``immutable`` takes no lock, so a
   writer that starts meanwhile could checkpoint into the db file under us: the db file's
   identity, size and times are taken before the open and compared after the job, and
@@ -25,8 +25,8 @@ parameters page):
   are read ``shared``, the third time from a private copy).
 - ``copy``: when there are ``-wal`` frames but no ``-shm`` (files copied without it, like
   the wal-pending fixture), when the ``-wal`` header is damaged (a ``readonly_shm`` reader
-  would spin ~10 s before SQLITE_PROTOCOL), or when the shared open fails, copy the db and its ``-wal`` into a
-  private directory (``tempfile.mkdtemp``: mode 0700, never the db's directory) and open the
+  would spin ~10 s before SQLITE_PROTOCOL), or when the shared open fails, copy the db and
+  its ``-wal`` into a private directory (``tempfile.mkdtemp``: mode 0700, never the db's directory) and open the
   copy. The copy is taken between two stats of the source and retried when the source
   changed in between. The private directory is removed on exit.
 
@@ -144,12 +144,12 @@ def _sidecar(source: Path, suffix: str) -> Path:
 def _open(source: Path, force_copy: bool) -> tuple[ReadOnlyConnection, Path | None]:
     for _ in range(_COPY_ATTEMPTS):
         wal, shm = _fingerprint(_sidecar(source, "-wal")), _fingerprint(_sidecar(source, "-shm"))
-        if wal is not None and shm is not None and not force_copy and _wal_header_ok(source):
+        if (wal is None or wal[1] == 0) and not force_copy:
+            return _immutable(source), None
+        if shm is not None and not force_copy and _wal_header_ok(source):
             conn = _try_shared(source)
             if conn is not None:
                 return conn, None
-        elif (wal is None or wal[1] == 0) and shm is None and not force_copy:
-            return _immutable(source), None
         private_dir = _private_copy(source)
         if private_dir is not None:
             return _connect(private_dir / source.name, "copy", source), private_dir

@@ -40,10 +40,14 @@ class RecordStats:
     legacy: dict[str, list[int]] = field(default_factory=dict)
 
     def merge(self, other: "RecordStats") -> None:
-        """Take over everything ``other`` counted (quick mode counts from columns)."""
+        """Add everything ``other`` counted (another rowid range, or quick mode's columns)."""
         self.versions.update(other.versions)
-        self.newer.update(other.newer)
-        self.legacy.update(other.legacy)
+        for record_id, versions in other.newer.items():
+            mine = self.newer.setdefault(record_id, {})
+            for v, (count, first) in versions.items():
+                _add(mine, v, count, first)
+        for record_id, (count, first) in other.legacy.items():
+            _add(self.legacy, record_id, count, first)
 
     def note(self, record_id: str, v: int, seq: int) -> None:
         """Count one entry of version ``v`` (only newer and legacy are kept per record)."""
@@ -52,6 +56,12 @@ class RecordStats:
             _first(self.newer.setdefault(record_id, {}), v, seq)
         elif v == 1:
             _first(self.legacy, record_id, seq)
+
+
+def _add(slots: dict[Any, list[int]], key: Any, count: int, first: int) -> None:
+    slot = slots.setdefault(key, [0, first])
+    slot[0] += count
+    slot[1] = min(slot[1], first)
 
 
 def _first(slots: dict[Any, list[int]], key: Any, seq: int) -> None:

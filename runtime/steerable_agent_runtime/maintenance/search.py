@@ -30,7 +30,6 @@ from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
 
 
-
 class SearchReport(JobReport):
     """The matching chats (best first) and their sessions as wire dicts, in that order."""
 
