@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..storage.lease import lease_holder
@@ -68,11 +68,12 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
         report.access, report.schema_version = conn.strategy, conn.user_version
         pragma = "quick_check" if quick else "integrity_check"
         tick(pragma, 0, None)
-        with ThreadPoolExecutor(1) as pool:  # SQLite releases the GIL: the pragma runs beside the row scan
+        with ThreadPoolExecutor(2) as pool:  # SQLite releases the GIL: these run beside the row pass
             integrity = pool.submit(_integrity, conn.sibling(), pragma)
             present = _readable_tables(conn, log)
+            side = _quick_versions_beside(pool, conn, quick, present, max_per_code)
             if present:
-                _rows(conn, quick, present, report, log, tick)
+                _rows(conn, quick, present, report, log, tick, side)
             problems = integrity.result()
         tick(pragma, 1, 1)
         for line in problems:
@@ -122,8 +123,27 @@ def _guarded(log: FindingLog, what: str, job: Callable[[], object]) -> None:
         log.add("sqlite-integrity", f"{what} could not be read to the end: {exc}")
 
 
+def _quick_versions_beside(pool: ThreadPoolExecutor, conn: ReadOnlyConnection, quick: bool, present: set[str],
+                           max_per_code: int) -> "Future[tuple[RecordStats, FindingLog]] | None":
+    """Quick mode on a static snapshot (immutable, copy): scan history's version columns on a
+    second connection in parallel. A live store (shared) keeps them on the job's snapshot."""
+    if not quick or "history" not in present or conn.strategy == "shared":
+        return None
+    return pool.submit(_versions_on, conn.sibling(), max_per_code)
+
+
+def _versions_on(conn: ReadOnlyConnection, max_per_code: int) -> tuple[RecordStats, FindingLog]:
+    log = FindingLog(max_per_code)
+    try:
+        stats = RecordStats()
+        _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn, log)))
+        return stats, log
+    finally:
+        conn.close()
+
+
 def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: CheckReport, log: FindingLog,
-          tick: Progress) -> None:
+          tick: Progress, side: "Future[tuple[RecordStats, FindingLog]] | None" = None) -> None:
     stats = RecordStats()
     tables = [name for name in TABLES if name in present]
     if quick:
@@ -134,7 +154,11 @@ def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: Chec
         _guarded(log, "row scan", lambda: _scan(conn, tables, report, log, stats, tick))
     if "history" in present:
         _guarded(log, "history seqs", lambda: check_contiguity(conn, log))
-        if quick:
+        if side is not None:
+            side_stats, side_log = side.result()
+            stats.merge(side_stats)
+            log.merge(side_log)
+        elif quick:
             _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn, log)))
         report.record_versions = {str(v): n for v, n in sorted(stats.versions.items())}
         report.downgrades = version_findings(conn, stats, log, users="sessions" in present)
@@ -159,14 +183,19 @@ def _scan(conn: ReadOnlyConnection, tables: list[str], report: CheckReport, log:
 
 
 def _orphans(conn: ReadOnlyConnection, present: set[str], log: FindingLog) -> None:
+    """Rows whose parent row does not exist. The parents referenced are found first through
+    the child's index (covering, no table scan); only children of missing parents are read."""
     for code, table, key, column, parent, parent_key, noun in _ORPHANS:
         if table not in present or parent not in present:
             continue
-        sql = (f"SELECT {key}, {column} FROM {table} t WHERE NOT EXISTS"
-               f" (SELECT 1 FROM {parent} p WHERE p.{parent_key} = t.{column})")
-        for row_key, ref in conn.execute(sql):
-            log.add(code, f"{table} {row_key!r}: its {noun} {ref!r} does not exist in {parent}",
-                    table=table, key=str(row_key))
+        missing = (f"SELECT CAST({column} AS BLOB) FROM {table} GROUP BY {column} HAVING NOT EXISTS"
+                   f" (SELECT 1 FROM {parent} p WHERE p.{parent_key} = {table}.{column})")
+        for (raw,) in conn.execute(missing).fetchall():  # raw bytes: exact even when not valid UTF-8
+            ref = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+            sql = f"SELECT {key} FROM {table} WHERE {column} = CAST(? AS TEXT) ORDER BY rowid"
+            for (row_key,) in conn.execute(sql, (raw,)):
+                log.add(code, f"{table} {row_key!r}: its {noun} {ref!r} does not exist in {parent}",
+                        table=table, key=str(row_key))
 
 
 def _lease(path: str | os.PathLike[str], report: CheckReport, log: FindingLog) -> None:

@@ -34,10 +34,17 @@ class DowngradeRecord(BaseModel):
 
 
 def check_contiguity(conn: Any, log: FindingLog) -> None:
-    """Add record-seq-gap / record-seq-duplicate findings for every record that needs them."""
-    sql = ("SELECT record_id, count(*), count(DISTINCT seq), min(seq), max(seq) FROM history"
-           " GROUP BY record_id HAVING count(*) != count(DISTINCT seq) OR min(seq) != 1 OR max(seq) != count(*)")
-    for record_id, *_ in conn.execute(sql).fetchall():
+    """Add record-seq-gap / record-seq-duplicate findings for every record that needs them.
+
+    With the (record_id, seq) primary key a seq cannot repeat, so min = 1 and max = count
+    is exact and needs no DISTINCT; a table that lost its key (a rebuild) is checked with it.
+    """
+    if conn.execute("SELECT 1 FROM pragma_index_list('history') WHERE origin = 'pk'").fetchone():
+        sql = "SELECT record_id FROM history GROUP BY record_id HAVING min(seq) != 1 OR max(seq) != count(*)"
+    else:
+        sql = ("SELECT record_id FROM history GROUP BY record_id"
+               " HAVING count(*) != count(DISTINCT seq) OR min(seq) != 1 OR max(seq) != count(*)")
+    for (record_id,) in conn.execute(sql).fetchall():
         seqs = [s for (s,) in conn.execute("SELECT seq FROM history WHERE record_id = ? ORDER BY seq", (record_id,))]
         _report_record(record_id, seqs, log)
 
@@ -58,19 +65,25 @@ def _report_record(record_id: str, seqs: list[int], log: FindingLog) -> None:
 def stats_from_columns(conn: Any, log: FindingLog) -> RecordStats:
     """Quick mode: record versions and unknown types from the ``v`` and ``type`` columns only.
 
-    One scan builds the (v, type) histogram; only when it shows legacy, newer or unknown
-    entries is the table read again to place them.
+    One aggregate pass (no sort) answers the usual case, every entry current and of a known
+    type; only otherwise is the table read again to build the histogram and place the
+    legacy, newer and unknown entries.
     """
-    stats, unusual = RecordStats(), False
-    for v, kind, count in conn.execute("SELECT v, type, count(*) FROM history GROUP BY v, type"):
+    stats = RecordStats()
+    known = ", ".join("?" * len(ENTRY_TYPES))
+    total, usual = conn.execute(f"SELECT count(*), total(v = ? AND type IN ({known})) FROM history",
+                                (RECORD_FORMAT_VERSION, *ENTRY_TYPES)).fetchone()
+    if total == usual:
+        if total:
+            stats.versions[RECORD_FORMAT_VERSION] = total
+        return stats
+    for v, count in conn.execute("SELECT v, count(*) FROM history GROUP BY v"):
         stats.versions[v] += count
-        unusual = unusual or v != RECORD_FORMAT_VERSION or kind not in ENTRY_TYPES
-    if unusual:
-        sql = "SELECT record_id, v, count(*), min(seq) FROM history WHERE v > ? OR v = 1 GROUP BY record_id, v"
-        for record_id, v, count, first in conn.execute(sql, (RECORD_FORMAT_VERSION,)):
-            slots = stats.legacy if v == 1 else stats.newer.setdefault(record_id, {})
-            slots[record_id if v == 1 else v] = [count, first]
-        _unknown_types(conn, log)
+    sql = "SELECT record_id, v, count(*), min(seq) FROM history WHERE v > ? OR v = 1 GROUP BY record_id, v"
+    for record_id, v, count, first in conn.execute(sql, (RECORD_FORMAT_VERSION,)):
+        slots = stats.legacy if v == 1 else stats.newer.setdefault(record_id, {})
+        slots[record_id if v == 1 else v] = [count, first]
+    _unknown_types(conn, log)
     return stats
 
 
