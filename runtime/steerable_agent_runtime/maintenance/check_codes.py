@@ -8,6 +8,7 @@ severity and hint from it so every finding of one code reads the same.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .report import Finding, Severity
 
@@ -81,7 +82,7 @@ class FindingLog:
         if seen < self.max_per_code:
             spec = CODES[code]
             self.findings.append(Finding(code=code, severity=spec.severity, message=message,
-                                         hint=hint or spec.hint, **where))  # type: ignore[arg-type]
+                                         hint=hint or spec.hint, **_location(where)))
 
     def merge(self, other: "FindingLog") -> None:
         """Add everything ``other`` counted; keep its listed findings up to ``max_per_code``."""
@@ -92,3 +93,15 @@ class FindingLog:
                 listed[finding.code] = listed.get(finding.code, 0) + 1
         for code, count in other.counts.items():
             self.counts[code] = self.counts.get(code, 0) + count
+
+
+def _location(where: dict[str, object]) -> dict[str, Any]:
+    """The location fields as Finding types them: a damaged row may hold an int where a
+    text key belongs, or text where the seq belongs; such values are shown as text or left out."""
+    out: dict[str, Any] = {}
+    for name, value in where.items():
+        if name == "seq":
+            out[name] = value if type(value) is int else None
+        else:
+            out[name] = None if value is None else str(value)
+    return out

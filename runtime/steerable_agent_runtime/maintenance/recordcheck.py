@@ -51,7 +51,7 @@ def check_contiguity(conn: Any, log: FindingLog) -> None:
 
 def _report_record(record_id: str, seqs: list[int], log: FindingLog) -> None:
     expected, previous = 1, None
-    for seq in seqs:
+    for seq in (s for s in seqs if type(s) is int):  # a non-integer seq is a damaged row, reported by the scan
         if seq == previous:
             log.add("record-seq-duplicate", f"record {record_id!r}: two or more entries carry seq {seq}",
                     table="history", record_id=record_id, seq=seq)
@@ -101,11 +101,11 @@ def version_findings(conn: Any, stats: RecordStats, log: FindingLog, *, users: b
     ``users``: whether the sessions table can be read to name each chat's users.
     """
     downgrades = [_downgrade(conn if users else None, record_id, versions)
-                  for record_id, versions in sorted(stats.newer.items())]
+                  for record_id, versions in sorted(stats.newer.items(), key=lambda kv: str(kv[0]))]
     for d in downgrades:
         log.add("record-newer-version", _downgrade_message(d), hint=f"{d.remedy}. Tell the user: \"{d.tell_the_user}\"",
                 table="history", record_id=d.record_id, seq=d.first_seq)
-    for record_id, (count, first) in sorted(stats.legacy.items()):
+    for record_id, (count, first) in sorted(stats.legacy.items(), key=lambda kv: str(kv[0])):
         log.add("record-legacy-version", f"record {record_id!r}: {count} v1 entries (first at seq {first});"
                 " read by upgrading in memory", table="history", record_id=record_id, seq=first)
     return downgrades
@@ -116,7 +116,7 @@ def _downgrade(conn: Any, record_id: str, versions: dict[int, list[int]]) -> Dow
         "SELECT DISTINCT user_id FROM sessions WHERE chat_id = ? ORDER BY user_id", (record_id,))]
     newest = max(versions)
     return DowngradeRecord(
-        record_id=record_id, versions=sorted(versions), entries=sum(c for c, _ in versions.values()),
+        record_id=str(record_id), versions=sorted(versions), entries=sum(c for c, _ in versions.values()),
         first_seq=min(s for _, s in versions.values()), user_ids=users,
         remedy=f"upgrade the app to a build that reads record v{newest} (this build reads up to"
                f" v{RECORD_FORMAT_VERSION}); do not edit or delete the record",

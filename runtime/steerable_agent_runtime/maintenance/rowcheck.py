@@ -52,6 +52,7 @@ class RecordStats:
     def note(self, record_id: str, v: int, seq: int) -> None:
         """Count one entry of version ``v`` (only newer and legacy are kept per record)."""
         self.versions[v] += 1
+        seq = seq if type(seq) is int else 0  # a damaged seq column; the scan reports the row
         if v > RECORD_FORMAT_VERSION:
             _first(self.newer.setdefault(record_id, {}), v, seq)
         elif v == 1:
