@@ -6,6 +6,7 @@ import asyncio
 import json
 import shutil
 import sqlite3
+import zlib
 
 import pytest
 from click.testing import CliRunner
@@ -137,3 +138,17 @@ def test_damaged_session_row_is_a_finding_not_silently_dropped(fixture_copy):
 def test_search_of_a_newer_schema_cannot_run():
     result = run(FIXTURES / "schema-too-new" / "sessions.db", "invoice")
     assert result.exit_code == 3 and len(result.stderr.splitlines()) == 2
+
+
+def test_undecodable_session_row_is_a_finding_not_a_crash(fixture_copy):
+    db = fixture_copy("healthy")
+    conn = sqlite3.connect(db)
+    broken = '{"sessionId": "s-alpha-1", "userId": '
+    conn.execute("UPDATE sessions SET data = ?, crc = ? WHERE session_id = 's-alpha-1'",
+                 (broken, zlib.crc32(broken.encode())))
+    conn.commit()
+    conn.close()
+    report = search(db, "invoice")
+    assert report.sessions == [] and [f.code for f in report.findings] == ["row-json-invalid"]
+    result = run(db, "invoice", "--json")
+    assert result.exit_code == 1 and json.loads(result.stdout)["findings"][0]["key"] == "s-alpha-1"

@@ -3,15 +3,15 @@
 The same code as ``SqliteStorage.search_sessions`` (storage/search.py): with the store's FTS5
 index the query is FTS5 syntax and chats come best bm25 match first among the newest 500
 matching messages; without it (or without FTS5 in this SQLite) it is a substring match,
-chats ranked by matching messages. ``limit`` caps the
-chats; each chat's sessions come in (created_at, session_id) order.
+chats ranked by matching messages. ``limit`` caps the chats; each chat's sessions come in
+(created_at, session_id) order.
 
-Guarantees: reads through :func:`read_store` (no lease, no byte changed, no file
-created; committed ``-wal`` rows are searched). Every session row is checked against its
-CRC-32; a mismatched row is not shown and is reported as a ``row-checksum-mismatch``
-finding (exit 1), never dropped silently. Raises UsageError for an empty query or one the
-FTS5 syntax rejects (with a hint), SchemaTooNewError for a newer schema, and what
-``open_readonly`` raises for a file that is not a readable store.
+Guarantees: reads through :func:`read_store` (no lease, no byte changed, no file created;
+committed ``-wal`` rows are searched). Every session row is checked against its CRC-32 and
+decoded; a row that fails is not shown and is reported as a ``row-checksum-mismatch`` or
+``row-json-invalid`` finding (exit 1), never dropped silently. Raises UsageError for an
+empty query or one the FTS5 syntax rejects (with a hint), SchemaTooNewError for a newer
+schema, and what ``open_readonly`` raises for a file that is not a readable store.
 """
 
 from __future__ import annotations
@@ -82,5 +82,9 @@ def _sessions(conn: ReadOnlyConnection, chat_id: str, log: FindingLog) -> list[d
             log.add("row-checksum-mismatch", f"sessions {session_id!r}: data bytes do not match their CRC-32;"
                     " not shown", table="sessions", key=session_id)
             continue
-        found.append(json.loads(data))
+        try:
+            found.append(json.loads(data))
+        except ValueError as exc:
+            log.add("row-json-invalid", f"sessions {session_id!r}: data is not JSON ({exc}); not shown",
+                    table="sessions", key=session_id)
     return found
