@@ -181,6 +181,10 @@ def _unplaceable(data: bytes | None, placeable: bool) -> str:
         return "only on freed or superseded pages (a deleted row, or the live copy was lost)"
     if data is None:
         return "no copy passes its checksum"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "its data is not UTF-8 text (a TEXT column cannot hold it)"
     return ""
 
 
