@@ -87,7 +87,7 @@ def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick) -> 
                     " their CRC-32", table="history", record_id=record_id, seq=seq)
             continue
         try:
-            obj = loads(data)
+            obj = loads(data, cache_strings="keys")
         except ValueError as exc:
             log.add("row-json-invalid", f"history record {record_id!r} seq {seq}: data is not JSON ({exc})",
                     table="history", record_id=record_id, seq=seq)
@@ -162,7 +162,7 @@ def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick) -> in
                     table=spec.name, key=str(row[0]))
             continue
         try:
-            obj = loads(data)
+            obj = loads(data, cache_strings="keys")
         except ValueError as exc:
             log.add("row-json-invalid", f"{spec.name} {row[0]!r}: data is not JSON ({exc})",
                     table=spec.name, key=str(row[0]))
