@@ -234,3 +234,20 @@ def test_finding_log_merge_adds_counts_and_lists_at_most_n_per_code():
     a.merge(b)
     assert a.counts == {"orphan-span": 6, "wal-large": 1}
     assert [f.message for f in a.findings] == ["a0", "a1", "b0", "big"]
+
+
+@pytest.mark.parametrize("entry", [["-m", "steerable_agent_runtime.maintenance"], ["-m", "steerable_maint"]])
+def test_readme_first_command_runs_in_a_real_process(entry):
+    import subprocess
+    import sys
+
+    db = FIXTURES / "healthy" / "sessions.db"
+    before = snapshot(db.parent)
+    human = subprocess.run([sys.executable, *entry, "check", str(db)], capture_output=True, text=True, timeout=60)
+    assert human.returncode == 0 and "no errors" in human.stdout and human.stderr == ""
+    machine = subprocess.run([sys.executable, *entry, "check", str(db), "--json"], capture_output=True, text=True,
+                             timeout=60)
+    assert machine.returncode == 0 and json.loads(machine.stdout)["counts"] == {}
+    bad = subprocess.run([sys.executable, *entry, "check", str(db.parent)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 3 and [line.split(":")[0] for line in bad.stderr.splitlines()] == ["Error", "Hint"]
+    assert snapshot(db.parent) == before
