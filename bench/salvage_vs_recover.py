@@ -218,12 +218,14 @@ def time_healthy(shell: Path, db: Path, reps: int) -> dict[str, object]:
 
 
 def peak_rss_mib(db: Path) -> float:
-    """Peak RSS of a child process that salvages ``db`` (MiB)."""
+    """Peak RSS of the largest process (salvage itself or one of its export workers) when a
+    child process salvages ``db`` (MiB)."""
     with tempfile.TemporaryDirectory(dir=OUT) as tmp:
         code = ("import sys; sys.path[:0] = sys.argv[3:]\n"
                 "from steerable_agent_runtime.maintenance.salvage import salvage\n"
                 "salvage(sys.argv[1], sys.argv[2])\n"
-                "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+                "import resource\n"
+                "print(max(resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))")
         out = subprocess.run([sys.executable, "-c", code, str(db), str(Path(tmp) / "o.jsonl"), str(ROOT / "runtime")],
                              check=True, capture_output=True, text=True)
     return int(out.stdout.strip().splitlines()[-1]) / 1024
