@@ -356,3 +356,17 @@ def test_parallel_export_writes_the_same_bytes_as_one_process(store, tmp_path: P
     many = salvage(db, tmp_path / "many.jsonl")
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "many.jsonl").read_bytes()
     assert one.model_dump() | {"out": ""} == many.model_dump() | {"out": ""}
+
+
+def test_sqlite_failing_after_a_passed_quick_check_falls_back_to_the_page_reader(tmp_path: Path) -> None:
+    from tests.damage import flip_bytes
+
+    # Found by the property test: these flips pass quick_check, then a full read fails.
+    rows, _ = build_store(tmp_path / "live.db", seed=267, chats=1, entries=7)
+    db = copy_store(tmp_path / "live.db", tmp_path / "c.db")
+    flip_bytes(db, random.Random(267))
+    report = salvage(db, tmp_path / "out.jsonl")
+    assert report.method == "page-reader" and report.damage["sqlite_read_failed"] == 1 and report.exit_code == 1
+    assert report.path == str(db)
+    verified = {(r["table"], r["data"].encode()) for r in _lines(tmp_path / "out.jsonl") if r["verified"]}
+    assert verified and verified <= {(r.table, r.data) for r in rows}

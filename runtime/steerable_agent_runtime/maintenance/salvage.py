@@ -40,8 +40,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -113,21 +116,46 @@ def salvage(path: str | os.PathLike[str], out: str | os.PathLike[str], *, rebuil
     sources = [source, Path(f"{source}-wal")]
     out_path = check_target(out, force=force, sources=sources)
     rebuild_path = check_target(rebuild, force=force, sources=sources) if rebuild is not None else None
-    report = SalvageReport(path=str(source), out=str(out_path), rebuild=str(rebuild_path) if rebuild_path else None)
     step = progress or no_progress
     with tempfile.TemporaryDirectory(prefix="steerable-salvage-") as tmp:
         db, wal = _private_copy(source, Path(tmp))
-        spool = Spool(Path(tmp) / "spool.db")
+        job = _Job(source, db, wal, Path(tmp), out_path, rebuild_path, force, step)
         try:
-            _collect(db, wal, spool, report, step)
-            _export(spool, db, out_path, report, force, step)
-            if rebuild_path is not None:
-                step("rebuild", 0, None)
-                report.rebuilt = write_store(spool, rebuild_path, force=force, on_unplaced=_unplaced_sink(report))
-        finally:
-            spool.close()
+            report = job.run(fast=True)
+        except _FastPathFailed:
+            # quick_check passed but a full read did not: nothing was published; start
+            # over with the page reader, and count it as damage.
+            report = job.run(fast=False)
+            report.damage["sqlite_read_failed"] = 1
     report.findings = _findings(report)
     return report
+
+
+class _FastPathFailed(Exception):
+    """SQLite failed while reading a copy its quick_check had passed."""
+
+
+class _Job:
+    """One salvage attempt over the private copy: collect, export, rebuild."""
+
+    def __init__(self, source: Path, db: Path, wal: Path | None, tmp: Path, out: Path, rebuild: Path | None,
+                 force: bool, step: Progress) -> None:
+        self.source, self.db, self.wal, self.tmp = source, db, wal, tmp
+        self.out, self.rebuild, self.force, self.step = out, rebuild, force, step
+
+    def run(self, *, fast: bool) -> SalvageReport:
+        """Run once (``fast``: SQLite may read a sound copy); raises _FastPathFailed."""
+        report = SalvageReport(path=str(self.source), out=str(self.out), rebuild=str(self.rebuild) if self.rebuild else None)
+        spool = Spool(self.tmp / f"spool-{int(fast)}.db")
+        try:
+            _collect(self.db, self.wal, spool, report, self.step, fast=fast)
+            _export(spool, self.db, self.out, report, self.force, self.step)
+            if self.rebuild is not None:
+                self.step("rebuild", 0, None)
+                report.rebuilt = write_store(spool, self.rebuild, force=self.force, on_unplaced=_unplaced_sink(report))
+        finally:
+            spool.close()
+        return report
 
 
 def _check_source(path: Path) -> Path:
@@ -157,7 +185,7 @@ def _private_copy(source: Path, tmp: Path) -> tuple[Path, Path | None]:
     return db, wal
 
 
-def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, step: Progress) -> None:
+def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, step: Progress, *, fast: bool) -> None:
     """Fill the spool: SQLite for a sound copy, the page reader for everything else."""
     step("read", 0, None)
     with SqliteFile(db, wal) as pages:
@@ -166,11 +194,12 @@ def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, st
         tally = Tally()
         # mode=ro never changes the copy's bytes, except that a 0-byte db makes SQLite drop
         # the -wal (DESIGN.md): hence the size check, so the page reader still sees it.
-        if _sqlite_sees_what_we_see(pages) and spool.attach_readonly(db):
+        if fast and _sqlite_sees_what_we_see(pages) and spool.attach_readonly(db):
             report.method = "sqlite"
-            spool.live_tables = spool.source_tables()
-            harvest_free(pages, spool, tally, scan_loose=False)
-            spool.mark_live()
+            with _fast_path():
+                spool.live_tables = spool.source_tables()
+                harvest_free(pages, spool, tally, scan_loose=False)
+                spool.mark_live()
         else:
             harvest_all(pages, spool, tally, lambda done, total: step("scan pages", done, total))
         report.damage = dict(pages.damage)
@@ -181,6 +210,16 @@ def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, st
         if pages.wal is not None:
             report.wal_frames = {s: sum(f.state == s for f in pages.wal.frames) for s in ("committed", "uncommitted", "invalid")}
     spool.finish()
+
+
+@contextmanager
+def _fast_path() -> Iterator[None]:
+    """Turn a failure of SQLite reading the copy into _FastPathFailed (the error message
+    may quote damaged bytes, hence UnicodeDecodeError)."""
+    try:
+        yield
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise _FastPathFailed(str(exc)) from exc
 
 
 def _sqlite_sees_what_we_see(pages: SqliteFile) -> bool:
@@ -204,7 +243,8 @@ def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:
 def _export(spool: Spool, db: Path, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
     step("export", 0, None)
     with atomic_output(out, force=force) as (_tmp, fh):
-        tally = export_live(spool, db, fh, db.parent, lambda done: step("export", done, None))
+        with _fast_path():
+            tally = export_live(spool, db, fh, db.parent, lambda done: step("export", done, None))
         merge_tally(tally, write_jsonl(spool, fh, lambda done: step("export", done, None), live=False))
     for (table, source), (copies, superseded, uncommitted, keys, verified, invalid) in sorted(tally.items()):
         t = report.tables.setdefault(table, TableTally())
