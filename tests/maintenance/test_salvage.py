@@ -370,3 +370,25 @@ def test_sqlite_failing_after_a_passed_quick_check_falls_back_to_the_page_reader
     assert report.path == str(db)
     verified = {(r["table"], r["data"].encode()) for r in _lines(tmp_path / "out.jsonl") if r["verified"]}
     assert verified and verified <= {(r.table, r.data) for r in rows}
+
+
+def test_deleted_rows_on_freed_pages_are_exported_but_not_rebuilt(store, tmp_path: Path) -> None:
+    db, rows = store
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA secure_delete = OFF")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("DELETE FROM history WHERE record_id != 'chat-0'")  # whole pages go free
+    conn.commit()
+    assert conn.execute("PRAGMA freelist_count").fetchone()[0] > 0
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    deleted = {r.data for r in rows if r.table == "history" and r.key[0] != "chat-0"}
+    report = salvage(db, tmp_path / "out.jsonl", rebuild=tmp_path / "new.db")
+    freed = [r for r in _lines(tmp_path / "out.jsonl") if r["source"] == "freelist" and r["verified"]]
+    gone = {r["data"].encode() for r in freed if r["key"][0] != "chat-0"}
+    assert report.method == "sqlite" and gone and gone <= deleted
+    # a freed page may also hold an older copy of a live row: the live copy supersedes it
+    assert all(r["superseded"] for r in freed if r["key"][0] == "chat-0")
+    assert report.unplaced_total == len({tuple(r["key"]) for r in freed if r["key"][0] != "chat-0"})
+    assert {u.reason for u in report.unplaced} == {"only on freed or superseded pages (a deleted row, or the live copy was lost)"}
+    assert not any(r.key[0] != "chat-0" for r in read_rows(tmp_path / "new.db") if r.table == "history")
