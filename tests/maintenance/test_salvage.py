@@ -392,3 +392,32 @@ def test_deleted_rows_on_freed_pages_are_exported_but_not_rebuilt(store, tmp_pat
     assert report.unplaced_total == len({tuple(r["key"]) for r in freed if r["key"][0] != "chat-0"})
     assert {u.reason for u in report.unplaced} == {"only on freed or superseded pages (a deleted row, or the live copy was lost)"}
     assert not any(r.key[0] != "chat-0" for r in read_rows(tmp_path / "new.db") if r.table == "history")
+
+
+def test_rebuild_restores_a_corrupted_live_row_from_its_intact_older_copy(store, tmp_path: Path) -> None:
+    from steerable_agent_runtime.maintenance.btree_reader import read_schema, walk_tree
+    from steerable_agent_runtime.maintenance.sqlite_format import SqliteFile
+
+    db, rows = store
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA secure_delete = OFF")
+    conn.execute("DELETE FROM history WHERE record_id != 'chat-0'")
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    first = salvage(db, tmp_path / "first.jsonl")
+    older = [r for r in _lines(tmp_path / "first.jsonl") if r["source"] == "freelist" and r["superseded"]]
+    assert first.exit_code == 0 and older
+    target = older[0]["data"].encode()
+    with SqliteFile(db) as pages:
+        root = next(e.rootpage for e in read_schema(pages) if e.name == "history")
+        live_page = next(c.page for c in walk_tree(pages, root) if c.fields and c.fields[5][1][:200] == target[:200])
+    raw = bytearray(db.read_bytes())
+    at = raw.index(target[:200], (live_page - 1) * 4096) + 150  # inside the live copy's JSON text
+    raw[at] ^= 0x01
+    db.write_bytes(bytes(raw))
+    report = salvage(db, tmp_path / "out.jsonl", rebuild=tmp_path / "new.db")
+    assert report.exit_code == 1 and report.tables["history"].unverified == 1
+    restored = {r.key: r.data for r in read_rows(tmp_path / "new.db")}
+    assert restored[("chat-0", older[0]["key"][1])] == target
+    assert not [u for u in report.unplaced if u.key[0] == "chat-0"]  # only the deleted chats are left out
