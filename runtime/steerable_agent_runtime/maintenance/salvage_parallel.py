@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
 from pathlib import Path
 from typing import BinaryIO
 
@@ -31,7 +32,13 @@ MIN_ROWS_PER_WORKER = 50_000
 
 
 def worker_count(rows: int) -> int:
-    """How many processes to export ``rows`` live rows with (1: in-process)."""
+    """How many processes to export ``rows`` live rows with (1: in-process).
+
+    Workers are forked, and only from a single-threaded process: forking copies one thread
+    safely, and unlike ``spawn`` it does not re-import the caller's ``__main__`` (a script
+    calling salvage() without a main guard). Elsewhere the export stays in-process."""
+    if "fork" not in get_all_start_methods() or threading.active_count() > 1:
+        return 1
     return max(1, min(os.cpu_count() or 1, rows // MIN_ROWS_PER_WORKER))
 
 
@@ -47,7 +54,7 @@ def export_live(spool: Spool, db: Path, fh: BinaryIO, tmp: Path, progress: Calla
     tasks = [(str(db), table, lo, hi, str(tmp / f"part-{i}-{table}.jsonl"))
              for table, (low, high, count) in spans.items() if count
              for i, (lo, hi) in enumerate(_ranges(low, high, workers * 4 if count > MIN_ROWS_PER_WORKER else 1))]
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
         for done, ((*_, part), part_tally) in enumerate(zip(tasks, pool.map(_export_range, tasks)), 1):
             merge_tally(tally, part_tally)
             with open(part, "rb") as src:
