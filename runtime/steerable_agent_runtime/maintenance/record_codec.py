@@ -20,6 +20,8 @@ def read_varint(buf: bytes, pos: int) -> tuple[int, int] | None:
     A varint is 1-9 bytes: the high bit of the first eight marks continuation, the ninth
     contributes all eight bits. Values are returned as signed 64-bit, as SQLite stores them.
     """
+    if pos < len(buf) and buf[pos] < 0x80:  # one byte: most serial types and sizes
+        return buf[pos], pos + 1
     value = 0
     for i in range(8):
         if pos + i >= len(buf):
@@ -77,6 +79,11 @@ def decode_record(payload: bytes) -> list[tuple[int, Any]] | None:
     header_end, pos = first[0], first[1]
     serials: list[int] = []
     while pos < header_end:
+        byte = payload[pos]
+        if byte < 0x80 and byte not in (10, 11):  # a one-byte serial type (most are)
+            serials.append(byte)
+            pos += 1
+            continue
         item = read_varint(payload, pos)
         if item is None or item[1] > header_end or serial_size(item[0]) is None:
             return None
