@@ -18,12 +18,11 @@ import subprocess
 import sys
 import tempfile
 import zlib
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
 import make_store
-from harness import (Row, Settings, copy_store, fmt_bytes, fmt_rate, fmt_seconds, interleave, log, median, profiled,
+from harness import (Row, Settings, copy_store, fmt_bytes, fmt_rate, fmt_seconds, interleave, median, profiled,
                      remove_store, timed, verdict)
 
 CHECK_QUICK_TARGET = 1.5

@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from steerable_agent_runtime.maintenance.archive import archive
-from steerable_agent_runtime.models import AgentSession, ChatMessage, HarnessTrace
+from steerable_agent_runtime.models import ChatMessage, HarnessTrace
 from steerable_agent_runtime.storage.sqlite import SqliteStorage
 from steerable_maint.cli import main
 from tests.maintenance.storemaker import (
-    NEW, NOW, OLD, ChatSpec, assert_healthy, assert_moved_exactly_once, file_bytes, make_store, rows_of,
+    NEW, NOW, ChatSpec, assert_healthy, assert_moved_exactly_once, file_bytes, make_store, rows_of,
 )
 
 CUTOFF = timedelta(days=30)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from steerable_maint.cli import main
-from tests.maintenance.storemaker import NOW, ChatSpec, file_bytes, make_store
+from tests.maintenance.storemaker import ChatSpec, file_bytes, make_store
 
 
 def _newer_only_in_wal(store: Path, dest: Path) -> Path:

@@ -23,7 +23,7 @@ from steerable_agent_runtime.storage.sqlite import SqliteStorage
 from steerable_agent_runtime.tracing import TraceRecorder
 from steerable_maint.cli import main
 from tests.test_otel import parse_strict
-from tests.test_otel_export import OK, Collector
+from tests.test_otel_export import Collector
 
 NOW = datetime.now(timezone.utc)
 

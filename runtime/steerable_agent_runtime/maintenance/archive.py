@@ -45,7 +45,8 @@ from .chatmove import (BatchResult, RowCounts, chats_in_destination, count_rows,
                         move_batch, prepare)
 from .duration import cutoff_timestamp
 from .report import Finding, JobReport, Progress, no_progress
-from .storefiles import attach, claim, create_store, open_store, refuse_same_store
+from ..storage.newstore import create_store
+from .storefiles import attach, claim, open_store, refuse_same_store
 
 _CHAT_KEYS = (("sessions", "chat_id"), ("messages", "chat_id"), ("traces", "chat_id"), ("history", "record_id"))
 

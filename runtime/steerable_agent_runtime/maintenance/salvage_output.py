@@ -16,18 +16,15 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import NotAStoreError, OutputExistsError
+from ..privatefile import atomic_output
 from ..storage.lease import WriteLease
 from ..storage.schema import TABLES, create_schema
 from .salvage_rows import data_valid, expected_columns
 from .salvage_spool import Copy, Spool
-
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-
 
 def check_target(target: str | os.PathLike[str], *, force: bool, sources: list[Path]) -> Path:
     """Validate an output path before any work is done; return it as a Path."""
@@ -48,39 +45,6 @@ def _same_file(a: Path, b: Path) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
-
-
-@contextmanager
-def atomic_output(target: Path, *, force: bool) -> Iterator[tuple[Path, BinaryIO]]:
-    """Yield (temp path, open binary file) beside ``target``; publish it on normal exit."""
-    tmp = target.with_name(f".{target.name}.salvage-{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            yield tmp, fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        publish(tmp, target, force=force)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-
-
-def publish(tmp: Path, target: Path, *, force: bool) -> None:
-    """Move a finished temp file into place (see module guarantees) and fsync the directory."""
-    if force:
-        os.replace(tmp, target)
-    else:
-        try:
-            os.link(tmp, target, follow_symlinks=False)
-        except FileExistsError:
-            raise OutputExistsError(f"{target}: appeared while salvage was running", path=str(target)) from None
-        os.unlink(tmp)
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 TALLY_FIELDS = ("copies", "superseded", "uncommitted", "keys", "verified", "invalid")

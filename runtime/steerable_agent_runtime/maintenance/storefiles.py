@@ -22,8 +22,7 @@ from urllib.parse import quote
 from ..errors import UsageError
 from ..storage.fileprobe import FileProbe, probe, refuse_foreign, refuse_newer_schema
 from ..storage.lease import WriteLease, lock_path_for
-from ..storage.markers import check_markers, precheck_wal_markers, wal_path
-from ..storage.newstore import create_store
+from ..storage.markers import check_markers, has_wal_content, precheck_wal_markers, wal_path
 
 
 def store_bytes(path: str | os.PathLike[str]) -> int:
@@ -61,7 +60,7 @@ def _uri(path: str | os.PathLike[str], *, readonly: bool) -> str:
     uri = "file:" + quote(str(Path(path).resolve()))
     if not readonly:
         return uri
-    has_wal = wal_path(path).exists() and wal_path(path).stat().st_size > 0
+    has_wal = has_wal_content(path)
     # immutable=1 ignores a -wal, so it is only exact when there is none; we hold the
     # lease, so no writer can create one while we read.
     return uri + ("?mode=ro" if has_wal else "?mode=ro&immutable=1")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
@@ -38,12 +37,12 @@ from ..errors import (
     DataIntegrityError,
     ExportError,
     OutputExistsError,
-    SteerableError,
     UsageError,
 )
 from ..models import HarnessTrace, TraceEvent, TraceSpan, WireModel, normalize_timestamp
 from ..otel import DEFAULT_SERVICE_NAME, TraceBundle, encode_request, export_request
 from ..otel_export import ExportResult, OtlpHttpExporter
+from ..privatefile import atomic_output
 from ..storage.schema import row_checksum
 from .duration import HINT as DURATION_HINT
 from .duration import cutoff_timestamp, parse_duration
@@ -158,43 +157,8 @@ def write_private_file(target: Path, data: bytes, *, force: bool = False) -> Non
     """
     if target.exists() and not force:
         raise OutputExistsError(f"{target} already exists", path=str(target))
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except OSError as exc:
-        raise SteerableError(f"cannot write {target}: {exc.strerror}", path=str(target),
-                             hint="check that the output directory exists and is writable") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), 0o600)
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _move_into_place(tmp, target, force)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(target.parent)
-
-
-def _move_into_place(tmp: Path, target: Path, force: bool) -> None:
-    if force:
-        os.replace(tmp, target)
-        return
-    try:
-        os.link(tmp, target)  # fails if target appeared meanwhile: never overwrite
-    except FileExistsError:
-        raise OutputExistsError(f"{target} already exists", path=str(target)) from None
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # not supported on this platform (Windows); the rename is still atomic
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with atomic_output(target, force=force) as (_tmp, fh):
+        fh.write(data)
 
 
 # exporting ------------------------------------------------------------------------------

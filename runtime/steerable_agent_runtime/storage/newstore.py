@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from ..errors import NotAStoreError
+from ..privatefile import fsync_dir
 from .schema import create_schema
 
 
@@ -38,7 +39,7 @@ def create_store(path: str | os.PathLike[str]) -> None:
                              hint="check that the directory exists and is writable") from None
     finally:
         temp.unlink(missing_ok=True)
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
 
 
 def _build_schema(path: Path) -> None:
@@ -52,18 +53,6 @@ def _build_schema(path: Path) -> None:
     finally:
         conn.close()
     fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a new directory entry durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
     try:
         os.fsync(fd)
     finally:
