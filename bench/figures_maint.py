@@ -47,7 +47,11 @@ def _job(name: str) -> tuple[Callable[..., Any] | None, str]:
 
 
 def _ro(path: str | Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    """A baseline connection read the way check reads a quiescent store: plain ``mode=ro``
+    would leave an empty -wal and a -shm beside the bench store (DESIGN.md, read-only facts)."""
+    wal = Path(f"{path}-wal")
+    quiescent = not wal.exists() or wal.stat().st_size == 0
+    return sqlite3.connect(f"file:{path}?mode=ro" + ("&immutable=1" if quiescent else ""), uri=True)
 
 
 # check -------------------------------------------------------------------------------
