@@ -23,7 +23,7 @@ from steerable_agent_runtime.storage.sqlite import SqliteStorage
 from steerable_agent_runtime.tracing import TraceRecorder
 from steerable_maint.cli import main
 from tests.test_otel import parse_strict
-from tests.test_otel_export import Collector
+from tests.test_otel_export import collector  # noqa: F401 - a pytest fixture, used by name
 
 NOW = datetime.now(timezone.utc)
 
@@ -64,16 +64,6 @@ def store(tmp_path) -> tuple[Path, dict[str, str]]:
     db = tmp_path / "db" / "sessions.db"
     return db, _make_store(db)
 
-
-@pytest.fixture
-def collector():
-    c = Collector()
-    c.thread.start()
-    try:
-        yield c
-    finally:
-        c.server.shutdown()
-        c.server.server_close()
 
 
 def invoke(*args: str):

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import RecordFormatError, UsageError
-from ..history import CompactionBoundary, HistorySeed, parse_entry
+from ..history import parse_entry, transcript_from
 from ..storage.schema import CHECKPOINT_WHERE
 from .check_codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
@@ -132,16 +132,10 @@ def _view(record_id: str, seq: int, v: Any, kind: Any, at: Any, data: bytes | No
 
 def _resume(report: HistoryReport) -> None:
     """The transcript resume gives, up to the first entry it cannot read."""
-    transcript: list[Any] = []
+    readable: list[dict[str, Any]] = []
     for view in report.entries:
         if not view.readable:
             report.resume_blocked_at = view.seq
             break
-        entry = parse_entry(view.entry, record_id=report.record_id)
-        if isinstance(entry, CompactionBoundary):
-            transcript = list(entry.replacement)
-        elif isinstance(entry, HistorySeed):
-            transcript = list(entry.messages)
-        else:
-            transcript.append(entry.message)
-    report.transcript = [m.to_wire() for m in transcript]
+        readable.append(view.entry)
+    report.transcript = [m.to_wire() for m in transcript_from(readable, record_id=report.record_id)]
