@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from steerable_agent_runtime import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan
 from steerable_agent_runtime.history import CompactionBoundary, HistoryItem, HistorySeed
-from steerable_agent_runtime.models import normalize_timestamp
+from steerable_agent_runtime.models import is_stored_timestamp, normalize_timestamp
 
 timestamps = st.datetimes(timezones=st.sampled_from([timezone.utc, None])).map(lambda d: d.isoformat())
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**53, 2**53), st.text(max_size=20),
@@ -85,6 +85,24 @@ def test_timestamps_are_normalised_to_utc_z():
     assert normalize_timestamp("2026-03-04T05:06:07.5") == "2026-03-04T05:06:07.500000Z"
     earlier, later = normalize_timestamp("2026-03-04T10:00:00+05:00"), normalize_timestamp("2026-03-04T06:00:00Z")
     assert earlier < later
+
+
+@pytest.mark.parametrize("given,stored", [
+    ("2026-W01-1T00:00:00.000000Z", "2025-12-29T00:00:00.000000Z"),  # ISO week date, same length as the stored form
+    ("2026-01-01T00:00:00,500000Z", "2026-01-01T00:00:00.500000Z"),  # comma before the fraction
+    ("2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z"),
+])
+def test_timestamps_shaped_like_the_stored_form_are_still_normalised(given, stored):
+    msg = ChatMessage(id="m", chat_id="c", role="user", content="x", created_at=given)
+    assert msg.created_at == stored == normalize_timestamp(given)
+    assert is_stored_timestamp(stored) and is_stored_timestamp(given) == (given == stored)
+
+
+@given(st.one_of(st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z\Z"),
+                 st.text(min_size=27, max_size=27), timestamps))
+def test_is_stored_timestamp_means_normalising_changes_nothing(value):
+    if is_stored_timestamp(value):
+        assert normalize_timestamp(value) == value
 
 
 @pytest.mark.parametrize("bad,field", [

@@ -11,7 +11,9 @@ Guarantees:
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
@@ -42,10 +44,32 @@ def utc_now() -> str:
     return normalize_timestamp(datetime.now(timezone.utc))
 
 
-def _check_timestamp(value: str) -> str:
-    # Fast path for the stored form (every read goes through here): validate, keep as is.
-    if len(value) == 27 and value[-1] == "Z" and value[10] == "T" and value[19] == ".":
+_STORED_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+
+
+def is_stored_timestamp(value: Any) -> bool:
+    """Whether ``value`` is already a normalised timestamp (``normalize_timestamp(value) ==
+    value``): exactly ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` and a real date and time."""
+    return type(value) is str and _stored_text(value)
+
+
+@lru_cache(maxsize=4096)
+def _stored_text(value: str) -> bool:
+    # Cached: the entries of one append share their stamp, so a scan meets each text many times.
+    if _STORED_FORM.fullmatch(value) is None:
+        return False
+    try:
         datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_timestamp(value: str) -> str:
+    # Fast path for the stored form (every read goes through here): keep it as it is.
+    # Other text of the same length (an ISO week date, a comma before the fraction) is
+    # normalised like any other input.
+    if is_stored_timestamp(value):
         return value
     return normalize_timestamp(value)
 
