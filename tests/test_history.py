@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from steerable_agent_runtime import (
     RECORD_FORMAT_VERSION,
@@ -13,6 +18,7 @@ from steerable_agent_runtime import (
     resume_transcript,
     upgrade_entry_dict,
 )
+from steerable_agent_runtime.history import HistoryEntry, is_plain_item, prepare_append
 from tests.helpers import boundary, item, run, seed
 
 V1_ITEM = {"type": "item", "seq": 4, "at": "2026-01-01T00:00:00.000000Z", "message": {"role": "user", "content": "hi"}}
@@ -119,3 +125,34 @@ def test_resume_reads_none_of_a_10000_entry_prefix(backend, tmp_path):
     assert min(counting.seqs_read) == 10_001  # the boundary; not one entry of the prefix
     assert len(counting.seqs_read) == 301
     run(inner.close())
+
+
+# is_plain_item: the fast path for the commonest entry must never accept what validation refuses.
+_near_timestamps = st.one_of(st.just("2026-01-01T00:00:00.000000Z"), st.just("2026-W01-1T00:00:00.000000Z"),
+                             st.just("2026-02-30T00:00:00.000000Z"), st.just("2026-01-01T00:00:00Z"),
+                             st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z\Z"))
+_values = st.one_of(st.integers(-3, 3), st.booleans(), st.none(), st.floats(allow_nan=False), st.text(max_size=5),
+                    st.sampled_from(["item", "seed", "user", "assistant", "tool", "system", "robot"]), _near_timestamps)
+_messages = st.one_of(_values, st.dictionaries(st.sampled_from(["role", "content", "toolCallId", "extra"]),
+                                               st.one_of(_values, st.lists(_values, max_size=2)), max_size=4))
+_entries = st.dictionaries(st.sampled_from(["v", "type", "seq", "at", "message", "extra"]),
+                           st.one_of(_values, _messages), max_size=6)
+_plain = st.fixed_dictionaries({
+    "v": st.just(RECORD_FORMAT_VERSION), "type": st.just("item"), "seq": st.integers(-2**63, 2**63 - 1),
+    "at": _near_timestamps,
+    "message": st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool", "system", "x"]),
+                                      "content": st.one_of(st.text(), st.none())})})
+
+
+@given(st.one_of(_entries, _plain))
+def test_is_plain_item_accepts_only_entries_that_validate_unchanged(entry):
+    if is_plain_item(entry):
+        assert parse_entry(entry).to_wire() == entry
+        assert TypeAdapter(HistoryEntry).validate_json(json.dumps(entry)).to_wire() == entry
+
+
+def test_entries_the_runtime_writes_are_plain_items():
+    for role in ("user", "assistant", "system"):
+        prepared = prepare_append("r", [{"type": "item", "message": {"role": role, "content": "hi ✓"}}], 1)[0]
+        assert is_plain_item(json.loads(prepared.data))
+    assert not is_plain_item(json.loads(prepare_append("r", [seed("a")], 1)[0].data))

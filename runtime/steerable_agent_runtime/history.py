@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Union, get_args
 
 from pydantic import Field, ValidationError
 
 from .errors import HistorySeqConflictError, RecordFormatError
-from .models import LLMMessage, Timestamp, WireModel, utc_now
+from .models import ChatRole, LLMMessage, Timestamp, WireModel, is_stored_timestamp, utc_now
 
 if TYPE_CHECKING:
     from .storage import StorageAdapter
@@ -183,6 +183,28 @@ def read_entry_text(text: str | bytes, *, record_id: str | None = None, seq: int
     upgraded = upgrade_entry_dict(raw, record_id=record_id)
     _validate_current(upgraded, record_id, entry_version(raw))
     return upgraded
+
+
+_ROLES = frozenset(get_args(ChatRole))
+
+
+def is_plain_item(entry: Any) -> bool:
+    """A fast, conservative test for the commonest stored entry: True only when ``entry``
+    (a decoded JSON object) is a current-version ``item`` with exactly the keys v, type,
+    seq, at and message, integer v and seq, a timestamp already in stored form, and a
+    message with exactly a known role and text content.
+
+    Guarantee: every entry it accepts validates unchanged (parse_entry returns it as is;
+    a property test checks this). False decides nothing: validate such an entry in full.
+    """
+    # Exactly five keys, each of the five present (a missing one reads as None and fails
+    # its type test): the keys are exactly these. The same for the message's two.
+    if type(entry) is not dict or len(entry) != 5:
+        return False
+    v, msg, at = entry.get("v"), entry.get("message"), entry.get("at")
+    return (type(v) is int and v == RECORD_FORMAT_VERSION and entry.get("type") == "item"
+            and type(entry.get("seq")) is int and type(msg) is dict and len(msg) == 2
+            and msg.get("role") in _ROLES and type(msg.get("content")) is str and is_stored_timestamp(at))
 
 
 class PreparedEntry(NamedTuple):
