@@ -25,7 +25,8 @@ def _digest(directory: Path) -> dict[str, str]:
 
 
 def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    # JSON Lines: "\n" ends a line; str.splitlines would also split at a U+2028 inside data.
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
 
 
 def _winners(lines: list[dict]) -> set[tuple]:
@@ -421,3 +422,38 @@ def test_rebuild_restores_a_corrupted_live_row_from_its_intact_older_copy(store,
     restored = {r.key: r.data for r in read_rows(tmp_path / "new.db")}
     assert restored[("chat-0", older[0]["key"][1])] == target
     assert not [u for u in report.unplaced if u.key[0] == "chat-0"]  # only the deleted chats are left out
+
+
+def test_fast_path_exports_what_the_page_reader_exports(store, tmp_path: Path, monkeypatch) -> None:
+    """The SQLite fast path renders live rows in SQL: its lines must parse to what the
+    page reader's Python rendering gives (page numbers aside), for awkward text too: control
+    characters, U+2028, non-ASCII, and a verified row whose data is not UTF-8."""
+    from steerable_agent_runtime.maintenance import salvage as salvage_module
+    from steerable_agent_runtime.storage.schema import row_checksum
+
+    db, _ = store
+    odd = json.dumps({"v": 2, "type": "item", "seq": 900, "at": "2026-01-01T00:00:00.000000Z",
+                      "message": {"role": "user", "content": "tab\there\nnl \x01 \u2028 \x7f é ✓ \"q\" \\"}},
+                     ensure_ascii=False, separators=(",", ":"))
+    not_utf8 = b'{"v":2,"type":"item","seq":901,"at":"2026-01-01T00:00:00.000000Z","message":{"role":"user","content":"\xff\xfe"}}'
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO history VALUES (?,?,?,?,?,?,?)",
+                 ("chat-0", 900, 2, "item", "2026-01-01T00:00:00.000000Z", odd, row_checksum(odd)))
+    conn.execute("INSERT INTO history VALUES (?,?,?,?,?,CAST(? AS TEXT),?)",
+                 ("chat-0", 901, 2, "item", "2026-01-01T00:00:00.000000Z", not_utf8, row_checksum(not_utf8)))
+    conn.commit()
+    conn.close()
+    fast = salvage(db, tmp_path / "fast.jsonl")
+    monkeypatch.setattr(salvage_module, "_sqlite_sees_what_we_see", lambda pages: False)
+    slow = salvage(db, tmp_path / "slow.jsonl")
+    assert (fast.method, slow.method) == ("sqlite", "page-reader")
+
+    def rows(path: Path) -> list[dict]:
+        return sorted((r | {"page": None} for r in _lines(path)), key=lambda r: json.dumps(r, sort_keys=True))
+
+    assert rows(tmp_path / "fast.jsonl") == rows(tmp_path / "slow.jsonl")
+    by_key = {tuple(r["key"]): r for r in _lines(tmp_path / "fast.jsonl") if r["table"] == "history"}
+    assert json.loads(by_key[("chat-0", 900)]["data"]) == json.loads(odd) and by_key[("chat-0", 900)]["valid"]
+    assert by_key[("chat-0", 901)]["verified"] and not by_key[("chat-0", 901)]["valid"]
+    assert "\ufffd" in by_key[("chat-0", 901)]["data"]
+    assert fast.tables == slow.tables

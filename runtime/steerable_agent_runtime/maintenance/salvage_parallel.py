@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..storage.schema import row_checksum
-from .salvage_output import Tally, merge_tally, write_copies
-from .salvage_spool import Copy, Spool, live_copies_sql
+from .salvage_output import Tally, merge_tally, write_live
+from .salvage_spool import Spool
 
 MIN_ROWS_PER_WORKER = 50_000
 """Below this many live rows per worker, the export runs in-process."""
@@ -49,7 +49,7 @@ def export_live(spool: Spool, db: Path, fh: BinaryIO, tmp: Path, progress: Calla
     tally: Tally = {}
     if workers == 1:
         for table in spool.live_tables:
-            write_copies(spool.live_copies(table), fh, tally, progress)
+            write_live(spool.conn, table, "src", fh, tally, progress)
         return tally
     tasks = [(str(db), table, lo, hi, str(tmp / f"part-{i}-{table}.jsonl"))
              for table, (low, high, count) in spans.items() if count
@@ -77,9 +77,8 @@ def _export_range(task: tuple[str, str, int, int, str]) -> Tally:
     conn.create_function("row_crc", 1, row_checksum, deterministic=True)
     tally: Tally = {}
     try:
-        rows = conn.execute(live_copies_sql(table, "main", f"WHERE rowid BETWEEN {lo} AND {hi}"))
         with open(part, "wb") as fh:
-            write_copies(map(Copy._make, rows), fh, tally, lambda _n: None)
+            write_live(conn, table, "main", fh, tally, lambda _n: None, f"WHERE rowid BETWEEN {lo} AND {hi}")
     finally:
         conn.close()
     return tally

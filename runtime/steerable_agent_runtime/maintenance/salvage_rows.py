@@ -3,21 +3,23 @@
 A record found on a page is matched to its table by the tree it was reached from, or (its
 root or the schema lost) by its shape: the column count, which columns hold integers, and
 a marker field in its ``data`` JSON. ``verified`` means the stored CRC-32 matches the
-``data`` bytes (storage.schema.row_checksum); ``valid`` means ``data`` validates against
-the current wire models (history: the current record version) and the indexed columns
-agree with it. Nothing here raises on bad input.
+``data`` bytes (storage.schema.row_checksum); ``valid`` (row_valid) means ``data``
+validates against the current wire models (history: the current record version) and the
+indexed columns agree with it. Nothing here raises on bad input.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import from_json
 
 from ..errors import RecordFormatError
-from ..history import RECORD_FORMAT_VERSION, HistoryEntry, read_entry_text
+from ..history import RECORD_FORMAT_VERSION, HistoryEntry, is_plain_item, read_entry_text
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan
 from ..storage.schema import TABLES, TableSpec, row_checksum
 from .record_codec import is_text
@@ -26,7 +28,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "sessions": AgentSession, "messages": ChatMessage, "traces": HarnessTrace,
     "spans": TraceSpan, "events": TraceEvent,
 }
-_ENTRY: TypeAdapter[Any] = TypeAdapter(HistoryEntry)
+_ENTRY_JSON = TypeAdapter(HistoryEntry).validator.validate_json
 INTEGER_COLUMNS = frozenset({"is_active", "seq", "v", "crc"})
 NULLABLE_COLUMNS = frozenset({"parent_id"})
 MARKERS = {
@@ -38,15 +40,14 @@ MARKERS = {
 
 @dataclass(frozen=True)
 class Row:
-    """One salvaged copy of a row: table, key, columns (besides data), raw data bytes, whether
-    its checksum matches (verified) and whether its indexed columns agree with its data."""
+    """One salvaged copy of a row: table, key, columns (besides data), raw data bytes, and
+    whether its checksum matches (verified)."""
 
     table: str
     key: list[Any]
     columns: dict[str, Any]
     data: bytes | None
     verified: bool
-    agree: bool
 
 
 def _fits(spec: TableSpec, fields: list[tuple[int, Any]]) -> bool:
@@ -80,21 +81,51 @@ def to_row(table: str, fields: list[tuple[int, Any]]) -> Row | None:
     data = fields[-2][1]
     crc = columns.get("crc")
     verified = isinstance(crc, int) and row_checksum(data) == crc
-    return Row(table, [columns[k] for k in spec.key], columns, data, verified, _agrees(table, columns, data))
-
-
-def _agrees(table: str, columns: dict[str, Any], data: bytes) -> bool:
-    try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(raw, dict) and columns_agree(table, columns, raw)
+    return Row(table, [columns[k] for k in spec.key], columns, data, verified)
 
 
 def _column_value(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return value
+
+
+INDEXED: dict[str, tuple[tuple[str, str, Any], ...]] = {
+    name: tuple((column, field, 1 if field == "v" else None) for column, field in spec.columns.items() if field)
+    for name, spec in TABLES.items()}
+"""Per table: (indexed column, the ``data`` field it duplicates, the field's value when it
+is absent: a history entry without ``v`` is record version 1)."""
+
+
+def row_valid(table: str, data: bytes | None, indexed: Sequence[Any], *, key: str = "[]") -> bool:
+    """Whether a row is valid: ``data`` is a JSON object whose fields equal the indexed
+    columns (``indexed``: their values in INDEXED order; a JSON boolean equals 1 or 0, as
+    SQLite stores it), and ``data`` validates against the current model (data_valid)."""
+    if data is None:
+        return False
+    try:
+        raw = from_json(data)
+    except ValueError:  # not JSON, not UTF-8, or nested too deep
+        return False
+    return parsed_valid(table, raw, data, indexed, key=key)
+
+
+def parsed_valid(table: str, raw: Any, data: bytes, indexed: Sequence[Any], *, key: str = "[]") -> bool:
+    """row_valid for a ``data`` already parsed (``raw`` is ``pydantic_core.from_json(data)``)."""
+    if type(raw) is not dict:
+        return False
+    get = raw.get
+    for (_column, field, absent), value in zip(INDEXED[table], indexed, strict=True):
+        if get(field, absent) != value:
+            return False
+    if table == "history" and is_plain_item(raw):
+        return True  # it validates (history.is_plain_item's guarantee), without pydantic's cost
+    return data_valid(table, data, key=key)
+
+
+def indexed_values(table: str, columns: dict[str, Any]) -> list[Any]:
+    """The indexed column values of ``columns`` in INDEXED order (for row_valid)."""
+    return [columns.get(column) for column, _field, _absent in INDEXED[table]]
 
 
 def data_valid(table: str, data: bytes | None, *, key: str = "[]") -> bool:
@@ -106,7 +137,7 @@ def data_valid(table: str, data: bytes | None, *, key: str = "[]") -> bool:
         return False
     if table != "history":
         try:
-            MODELS[table].model_validate_json(data)
+            MODELS[table].__pydantic_validator__.validate_json(data)
         except ValidationError:
             return False
         return True
@@ -122,7 +153,7 @@ def data_valid(table: str, data: bytes | None, *, key: str = "[]") -> bool:
 
 def _current_entry(data: bytes) -> bool:
     try:
-        return _ENTRY.validate_json(data).v == RECORD_FORMAT_VERSION
+        return _ENTRY_JSON(data).v == RECORD_FORMAT_VERSION
     except ValidationError:
         return False
 
@@ -136,8 +167,3 @@ def expected_columns(table: str, raw: dict[str, Any]) -> dict[str, Any]:
         value = raw.get(field, 1 if field == "v" else None)
         out[column] = int(value) if isinstance(value, bool) else value
     return out
-
-
-def columns_agree(table: str, columns: dict[str, Any], raw: dict[str, Any]) -> bool:
-    """Whether every indexed column equals the field of ``data`` it duplicates."""
-    return all(columns.get(col) == value for col, value in expected_columns(table, raw).items())

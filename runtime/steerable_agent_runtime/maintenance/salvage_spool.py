@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..storage.schema import TABLES, row_checksum
-from .salvage_rows import Row
+from .salvage_rows import INDEXED, Row
 
 LIVE, UNALLOCATED, STALE = 3_000_000_000, 2_000_000_000, 0
 _SCHEMA = """
 CREATE TABLE cand (
     id INTEGER PRIMARY KEY, tbl TEXT NOT NULL, key TEXT NOT NULL, columns TEXT NOT NULL, data BLOB,
     source TEXT NOT NULL, page INTEGER, frame INTEGER, committed INTEGER NOT NULL,
-    placeable INTEGER NOT NULL, rank INTEGER NOT NULL, verified INTEGER NOT NULL, agree INTEGER NOT NULL,
+    placeable INTEGER NOT NULL, rank INTEGER NOT NULL, verified INTEGER NOT NULL,
     live INTEGER NOT NULL DEFAULT 0
 );
 """
@@ -68,11 +68,10 @@ class Copy(NamedTuple):
     committed: int
     verified: int
     superseded: int
-    agree: int
 
 
 _COPY_SQL = """c.tbl, c.key, c.columns, c.data, c.source, c.page, c.frame, c.committed, c.verified,
-    c.live OR (w.id IS NOT NULL AND w.id != c.id) AS superseded, c.agree
+    c.live OR (w.id IS NOT NULL AND w.id != c.id) AS superseded
     FROM cand c LEFT JOIN win w ON w.tbl = c.tbl AND w.key = c.key"""
 
 
@@ -132,16 +131,16 @@ class Spool:
         for r, o in rows:
             by_width.setdefault(len(r.key), []).append(
                 (r.table, *r.key, json.dumps(r.columns, ensure_ascii=False), r.data, o.source, o.page, o.frame,
-                 int(o.committed), int(o.placeable), o.rank, int(r.verified), int(r.agree)))
+                 int(o.committed), int(o.placeable), o.rank, int(r.verified)))
         for width, params in by_width.items():
             self.conn.executemany(
-                "INSERT INTO cand (tbl, key, columns, data, source, page, frame, committed, placeable, rank, verified,"
-                f" agree) VALUES (?, json_array({', '.join('?' * width)}), ?,?,?,?,?,?,?,?,?,?)", params)
+                "INSERT INTO cand (tbl, key, columns, data, source, page, frame, committed, placeable, rank, verified)"
+                f" VALUES (?, json_array({', '.join('?' * width)}), ?,?,?,?,?,?,?,?,?)", params)
         return sum(len(p) for p in by_width.values())
 
     def live_copies(self, table: str) -> Iterator[Copy]:
         """Every row of ``src.table`` (the attached sound copy) as a live b-tree copy, read by
-        SQLite; checksum and column agreement are computed in the same statement."""
+        SQLite, the checksum computed in the same statement."""
         return map(Copy._make, self.conn.execute(live_copies_sql(table, "src")))
 
     def rowid_span(self, table: str) -> tuple[int, int, int]:
@@ -208,22 +207,17 @@ def live_copies_sql(table: str, schema: str, where: str = "") -> str:
     others = [c for c in spec.all_columns if c != "data"]
     columns = "json_object(" + ", ".join(f"'{c}', {c}" for c in others) + ")"
     return (f"SELECT '{table}', json_array({', '.join(spec.key)}), {columns}, CAST(data AS BLOB), 'btree', NULL,"
-            f" NULL, 1, crc IS row_crc(CAST(data AS BLOB)), 0, {_agree_sql(table)} FROM {schema}.{table} {where}")
+            f" NULL, 1, crc IS row_crc(CAST(data AS BLOB)), 0 FROM {schema}.{table} {where}")
 
 
-def _agree_sql(table: str) -> str:
-    """SQL: 1 when every indexed column equals the field of ``data`` it duplicates (as
-    salvage_rows.columns_agree does in Python); 0 when they differ or data is not JSON.
-
-    One multi-path json_extract (one parse of data) compared with json_array of the columns;
-    a missing ``v`` means record version 1; booleans (is_active) compare as SQL values."""
-    pairs = [(c, f) for c, f in TABLES[table].columns.items() if f and f not in ("v", "isActive")]
-    extract = "json_extract(data, " + ", ".join(f"'$.{f}'" for _, f in pairs)
-    cols = ", ".join(c for c, _ in pairs)
-    test = f"{extract}) = json_array({cols})"
-    if "v" in TABLES[table].columns:
-        test = (f"{extract}, '$.v') IN (json_array({cols}, v),"
-                f" CASE WHEN v = 1 THEN json_array({cols}, NULL) END)")
-    if "is_active" in TABLES[table].columns:
-        test += " AND is_active IS json_extract(data, '$.isActive')"
-    return f"CASE WHEN json_valid(data) THEN ({test}) ELSE 0 END"
+def live_rows_sql(table: str, schema: str, where: str = "") -> str:
+    """SELECT of a sound store's rows of ``table`` for the export: (key, columns, data, crc,
+    rowid, the indexed columns in salvage_rows.INDEXED order); key and columns are JSON
+    rendered by SQLite (as live_copies_sql renders them), as bytes: SQLite copies invalid
+    UTF-8 into them as it is, so the export checks them."""
+    spec = TABLES[table]
+    others = [c for c in spec.all_columns if c != "data"]
+    columns = "json_object(" + ", ".join(f"'{c}', {c}" for c in others) + ")"
+    indexed = "".join(f", {column}" for column, _field, _absent in INDEXED[table])
+    return (f"SELECT CAST(json_array({', '.join(spec.key)}) AS BLOB), CAST({columns} AS BLOB), CAST(data AS BLOB),"
+            f" crc, rowid{indexed} FROM {schema}.{table} {where}")
