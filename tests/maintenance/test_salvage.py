@@ -69,6 +69,60 @@ def test_source_is_byte_identical_and_nothing_appears_beside_it(tmp_path: Path) 
         owner.close_sync()
 
 
+def test_a_lone_db_is_read_in_place_changing_nothing_and_creating_nothing(store, tmp_path: Path, monkeypatch) -> None:
+    from steerable_agent_runtime.maintenance import salvage as salvage_module
+
+    db, rows = store
+    assert not os.path.exists(f"{db}-wal")
+    copies = []
+    monkeypatch.setattr(salvage_module, "copy_private", lambda *a: copies.append(a))  # fails if it copies
+    before, names = _digest(db.parent), sorted(os.listdir(db.parent))
+    report = salvage(db, tmp_path / "out.jsonl")
+    assert report.method == "sqlite" and report.exit_code == 0 and copies == []
+    assert _digest(db.parent) == before and sorted(os.listdir(db.parent)) == names
+    assert _winners(_lines(tmp_path / "out.jsonl")) == _originals(rows)
+
+
+def test_a_writer_overtaking_an_in_place_read_makes_salvage_start_again_from_a_copy(store, tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    from steerable_agent_runtime.maintenance import salvage as salvage_module
+
+    db, rows = store
+    real, calls = salvage_module.write_jsonl, []
+
+    def export_then_a_writer_commits(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # during the first (in-place) export only
+            _edit(db, "DELETE FROM messages WHERE id = 'm-0-0'")
+            _edit(db, "PRAGMA wal_checkpoint(TRUNCATE)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(salvage_module, "write_jsonl", export_then_a_writer_commits)
+    report = salvage(db, tmp_path / "out.jsonl")
+    assert len(calls) == 2 and report.exit_code == 0
+    now = {r for r in _originals(rows) if r[:2] != ("messages", ("m-0-0",))}
+    assert _winners(_lines(tmp_path / "out.jsonl")) == now  # the second snapshot, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "src"]
+
+
+def test_a_store_that_keeps_changing_is_refused_after_three_attempts(store, tmp_path: Path, monkeypatch) -> None:
+    from steerable_agent_runtime.errors import DatabaseDamagedError
+    from steerable_agent_runtime.maintenance import salvage as salvage_module
+
+    db, _ = store
+    real = salvage_module.copy_private
+
+    def copy_while_a_writer_commits(src, dst):
+        real(src, dst)
+        _edit(db, "UPDATE sessions SET user_id = user_id || ''")
+
+    monkeypatch.setattr(salvage_module, "copy_private", copy_while_a_writer_commits)
+    monkeypatch.setattr(salvage_module, "has_wal_content", lambda _p: True)  # copy from the start
+    with pytest.raises(DatabaseDamagedError, match="kept changing") as err:
+        salvage(db, tmp_path / "out.jsonl")
+    assert err.value.hint and not (tmp_path / "out.jsonl").exists()
+
+
 def test_output_is_0600_and_existing_output_needs_force(store, tmp_path: Path) -> None:
     db, _ = store
     out = tmp_path / "out.jsonl"
@@ -353,10 +407,31 @@ def test_parallel_export_writes_the_same_bytes_as_one_process(store, tmp_path: P
     monkeypatch.setattr(salvage_parallel, "MIN_ROWS_PER_WORKER", 10**9)
     one = salvage(db, tmp_path / "one.jsonl")
     monkeypatch.setattr(salvage_parallel, "MIN_ROWS_PER_WORKER", 10)
+    monkeypatch.setattr(salvage_parallel, "CHUNK_ROWS", 7)  # many chunks: more than the in-flight window
     assert salvage_parallel.worker_count(len(rows)) > 1 or (os.cpu_count() or 1) == 1
     many = salvage(db, tmp_path / "many.jsonl")
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "many.jsonl").read_bytes()
     assert one.model_dump() | {"out": ""} == many.model_dump() | {"out": ""}
+
+
+def test_a_failing_export_worker_stops_the_others_and_salvage_falls_back(store, tmp_path: Path, monkeypatch) -> None:
+    from steerable_agent_runtime.maintenance import salvage_parallel
+
+    db, rows = store
+    real = salvage_parallel.write_live
+
+    def failing(conn, table, schema, fh, tally, progress, where=""):
+        if table == "history" and "BETWEEN" in where and int(where.split()[-3]) > 20:
+            raise sqlite3.DatabaseError("database disk image is malformed")  # as a damaged page would
+        real(conn, table, schema, fh, tally, progress, where)
+
+    monkeypatch.setattr(salvage_parallel, "write_live", failing)  # forked workers inherit it
+    monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows: 2)
+    monkeypatch.setattr(salvage_parallel, "CHUNK_ROWS", 7)
+    report = salvage(db, tmp_path / "out.jsonl")
+    assert report.method == "page-reader" and report.damage["sqlite_read_failed"] == 1
+    assert _winners(_lines(tmp_path / "out.jsonl")) == _originals(rows)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "src"]
 
 
 def test_sqlite_failing_after_a_passed_quick_check_falls_back_to_the_page_reader(tmp_path: Path) -> None:

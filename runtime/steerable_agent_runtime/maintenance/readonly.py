@@ -91,7 +91,7 @@ class ReadOnlyConnection(sqlite3.Connection):
 
     def overtaken(self) -> bool:
         """Whether the db file changed since an ``immutable`` open (the read may be torn)."""
-        return self.strategy == "immutable" and _fingerprint(self.source) != self.fingerprint
+        return self.strategy == "immutable" and fingerprint(self.source) != self.fingerprint
 
 
 T = TypeVar("T")
@@ -143,7 +143,7 @@ def _sidecar(source: Path, suffix: str) -> Path:
 
 def _open(source: Path, force_copy: bool) -> tuple[ReadOnlyConnection, Path | None]:
     for _ in range(_COPY_ATTEMPTS):
-        wal, shm = _fingerprint(_sidecar(source, "-wal")), _fingerprint(_sidecar(source, "-shm"))
+        wal, shm = fingerprint(_sidecar(source, "-wal")), fingerprint(_sidecar(source, "-shm"))
         if (wal is None or wal[1] == 0) and not force_copy:
             return _immutable(source), None
         if shm is not None and not force_copy and _wal_header_ok(source):
@@ -194,9 +194,9 @@ def _try_shared(source: Path) -> ReadOnlyConnection | None:
 
 def _immutable(source: Path) -> ReadOnlyConnection:
     """Open the db file alone: nothing is in a -wal, so nothing is missed."""
-    fingerprint = _fingerprint(source)
+    before = fingerprint(source)
     conn = _connect(source, "immutable", source, "&immutable=1")
-    conn.fingerprint = fingerprint
+    conn.fingerprint = before
     return conn
 
 
@@ -218,7 +218,7 @@ def _lenient_text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _fingerprint(path: Path) -> tuple[int, ...] | None:
+def fingerprint(path: Path) -> tuple[int, ...] | None:
     """Identity, size and times of a file (None when absent): what a write would move."""
     try:
         st = os.stat(path)
@@ -230,12 +230,12 @@ def _fingerprint(path: Path) -> tuple[int, ...] | None:
 def _private_copy(source: Path) -> Path | None:
     """Copy db and -wal into a fresh 0700 directory; None if the source changed meanwhile."""
     files = [source, _sidecar(source, "-wal"), _sidecar(source, "-shm")]
-    before = [_fingerprint(f) for f in files]
-    private_dir = Path(tempfile.mkdtemp(prefix="steerable-ro-", dir=_temp_base(source)))
+    before = [fingerprint(f) for f in files]
+    private_dir = Path(tempfile.mkdtemp(prefix="steerable-ro-", dir=private_temp_base(source)))
     try:
         for name in files[:2]:
             if name.exists():
-                _copy_private(name, private_dir / name.name)
+                copy_private(name, private_dir / name.name)
     except FileNotFoundError:
         shutil.rmtree(private_dir, ignore_errors=True)
         return None
@@ -243,19 +243,31 @@ def _private_copy(source: Path) -> Path | None:
         shutil.rmtree(private_dir, ignore_errors=True)
         raise NotAStoreError(f"{source}: cannot read it: {exc.strerror}", path=str(source),
                              hint="run as the user that owns the file") from None
-    if [_fingerprint(f) for f in files] != before:
+    if [fingerprint(f) for f in files] != before:
         shutil.rmtree(private_dir, ignore_errors=True)
         return None
     return private_dir
 
 
-def _copy_private(src: Path, dst: Path) -> None:
+def copy_private(src: Path, dst: Path) -> None:
+    """Copy ``src`` to a new file ``dst`` (mode 0600, never an existing one), in the kernel
+    where it can (``copy_file_range``), else through a buffer."""
     fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
+        try:
+            while os.copy_file_range(fin.fileno(), fout.fileno(), 1 << 30):
+                pass
+            in_kernel = os.fstat(fout.fileno()).st_size == os.fstat(fin.fileno()).st_size
+        except (AttributeError, OSError):  # no such call here, or not between these files
+            in_kernel = False
+        if not in_kernel:  # (some file systems answer 0 bytes copied instead of failing)
+            fin.seek(0)
+            fout.seek(0)
+            fout.truncate()
+            shutil.copyfileobj(fin, fout, 1 << 20)
 
 
-def _temp_base(source: Path) -> str | None:
+def private_temp_base(source: Path) -> str | None:
     """The system temp dir, unless it is the db's own directory (then another one)."""
     home = source.resolve().parent
     for base in (tempfile.gettempdir(), "/dev/shm", "/var/tmp", str(Path.home())):
@@ -275,7 +287,7 @@ def _adopt(conn: ReadOnlyConnection, source: Path, allow_newer_schema: bool) -> 
         tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from None
-    if not tables and (_fingerprint(_sidecar(source, "-wal")) or (0, 0))[1] > 0:
+    if not tables and (fingerprint(_sidecar(source, "-wal")) or (0, 0))[1] > 0:
         raise DatabaseDamagedError(
             f"{source}: the db file holds no tables and SQLite cannot use its -wal (damaged WAL header)",
             path=str(source), hint="run `steerable-maint salvage DB --out rows.jsonl`: it reads -wal frames directly")

@@ -1,10 +1,14 @@
 """Salvage: every decodable row of a store to JSONL, also when SQLite refuses the file.
 
-``salvage(path, out)`` copies the database and its ``-wal`` into a private temp directory
-(the source is only ever read, so it stays byte-identical, and no file appears beside it),
-then:
+``salvage(path, out)`` only ever reads the source, so it stays byte-identical, and no file
+appears beside it. A db file with no ``-wal`` content is read in place (SQLite with
+``immutable=1``: no lock, nothing created; a big store needs no room for a copy); its
+identity, size and times are compared again before the output is published, and when a
+writer moved them the result is thrown away and salvage runs again from a copy. A store
+with a ``-wal`` (and any ``--rebuild``) is copied, db and ``-wal``, into a private temp
+directory first (re-copied when the source changed during the copy). Then:
 
-- fast path: when the page reader finds no damage, SQLite opens the copy read-only and
+- fast path: when the page reader finds no damage, SQLite opens the store read-only and
   ``quick_check`` passes, every entity table is read by SQLite itself and streamed to the
   output (in worker processes for a big store, :mod:`.salvage_parallel`); the page reader
   only adds freelist pages and the WAL frames that are not current;
@@ -33,25 +37,28 @@ report's exit code is 0 only when nothing was damaged and every winning copy ver
 
 Raises NotAStoreError (missing, a directory, nothing SQLite-like in it, another
 application's database), OutputExistsError (an output exists and ``force`` is False, or it
-is the source), StoreAlreadyOwnedError (the rebuild target's lease is held). Never prints.
+is the source), StoreAlreadyOwnedError (the rebuild target's lease is held),
+DatabaseDamagedError (the store kept changing under three attempts). Never prints.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import NotAStoreError
+from ..errors import DatabaseDamagedError, NotAStoreError
+from ..storage.markers import has_wal_content, wal_path
 from ..storage.schema import APPLICATION_ID
+from .readonly import copy_private, fingerprint, private_temp_base
 from .report import Finding, JobReport, Progress, no_progress
 from .salvage_harvest import Tally, harvest_all, harvest_free
 from .salvage_output import atomic_output, check_target, merge_tally, write_jsonl, write_store
@@ -113,43 +120,104 @@ def salvage(path: str | os.PathLike[str], out: str | os.PathLike[str], *, rebuil
             force: bool = False, progress: Progress | None = None) -> SalvageReport:
     """Salvage the store at ``path`` into the JSONL file ``out`` (and a fresh store ``rebuild``)."""
     source = _check_source(Path(path))
-    sources = [source, Path(f"{source}-wal")]
+    sources = [source, wal_path(source)]
     out_path = check_target(out, force=force, sources=sources)
     rebuild_path = check_target(rebuild, force=force, sources=sources) if rebuild is not None else None
     step = progress or no_progress
-    with tempfile.TemporaryDirectory(prefix="steerable-salvage-") as tmp:
-        db, wal = _private_copy(source, Path(tmp))
-        job = _Job(source, db, wal, Path(tmp), out_path, rebuild_path, force, step)
-        try:
-            report = job.run(fast=True)
-        except _FastPathFailed:
-            # quick_check passed but a full read did not: nothing was published; start
-            # over with the page reader, and count it as damage.
-            report = job.run(fast=False)
-            report.damage["sqlite_read_failed"] = 1
-    report.findings = _findings(report)
-    return report
+    for attempt in range(_ATTEMPTS):
+        # In place (no copy: a big store needs no twice its size in free space) only the
+        # first time, and only for a lone db file (the -wal needs SQLite's WAL reader, which
+        # needs a copy to stay read-only) and a JSONL export (one output to hold back).
+        in_place = attempt == 0 and rebuild_path is None and not has_wal_content(source)
+        with tempfile.TemporaryDirectory(prefix="steerable-salvage-", dir=private_temp_base(source)) as tmp:
+            try:
+                snapshot = _Snapshot.in_place(source) if in_place else _Snapshot.copy(source, Path(tmp))
+                report = _run(_Job(source, snapshot, Path(tmp), out_path, rebuild_path, force, step))
+            except _SourceMoved:
+                continue  # a writer changed the store meanwhile: nothing was published; again, from a copy
+        report.findings = _findings(report)
+        return report
+    raise DatabaseDamagedError(f"{source}: the store kept changing while it was being salvaged", path=str(source),
+                               hint="stop the app for a moment and re-run salvage")
+
+
+_ATTEMPTS = 3
+
+
+def _run(job: _Job) -> SalvageReport:
+    try:
+        return job.run(fast=True)
+    except _FastPathFailed:
+        # quick_check passed but a full read did not: nothing was published; start over
+        # with the page reader, and count it as damage.
+        report = job.run(fast=False)
+        report.damage["sqlite_read_failed"] = 1
+        return report
 
 
 class _FastPathFailed(Exception):
     """SQLite failed while reading a copy its quick_check had passed."""
 
 
-class _Job:
-    """One salvage attempt over the private copy: collect, export, rebuild."""
+class _SourceMoved(Exception):
+    """The store changed under an in-place read or a copy (a writer was active)."""
 
-    def __init__(self, source: Path, db: Path, wal: Path | None, tmp: Path, out: Path, rebuild: Path | None,
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """What salvage reads: ``db`` (and ``wal``), SQLite's read-only ``uri`` for it, and for
+    an in-place read the source's fingerprint, compared again before anything is published."""
+
+    db: Path
+    wal: Path | None
+    uri: str
+    before: tuple[Any, ...] | None = None
+
+    @classmethod
+    def in_place(cls, source: Path) -> _Snapshot:
+        """The source itself: a db file with no -wal content, read with ``immutable=1``
+        (no lock, no file created, nothing written) and by the page reader."""
+        return cls(source, None, source.absolute().as_uri() + "?mode=ro&immutable=1", _fingerprints(source))
+
+    @classmethod
+    def copy(cls, source: Path, tmp: Path) -> _Snapshot:
+        """A private copy of db and -wal in ``tmp``; _SourceMoved if the source changed meanwhile."""
+        before = _fingerprints(source)
+        db = tmp / "store.db"
+        copy_private(source, db)
+        wal = None
+        if wal_path(source).is_file():
+            wal = wal_path(db)
+            copy_private(wal_path(source), wal)
+        if _fingerprints(source) != before:
+            raise _SourceMoved()
+        return cls(db, wal, db.as_uri() + "?mode=ro")
+
+    def unchanged(self) -> None:
+        """Raise _SourceMoved when an in-place read may have been overtaken by a writer."""
+        if self.before is not None and _fingerprints(self.db) != self.before:
+            raise _SourceMoved()
+
+
+def _fingerprints(source: Path) -> tuple[Any, ...]:
+    return fingerprint(source), fingerprint(wal_path(source))
+
+
+class _Job:
+    """One salvage attempt over a snapshot: collect, export, rebuild."""
+
+    def __init__(self, source: Path, snapshot: _Snapshot, tmp: Path, out: Path, rebuild: Path | None,
                  force: bool, step: Progress) -> None:
-        self.source, self.db, self.wal, self.tmp = source, db, wal, tmp
+        self.source, self.snapshot, self.tmp = source, snapshot, tmp
         self.out, self.rebuild, self.force, self.step = out, rebuild, force, step
 
     def run(self, *, fast: bool) -> SalvageReport:
-        """Run once (``fast``: SQLite may read a sound copy); raises _FastPathFailed."""
+        """Run once (``fast``: SQLite may read a sound store); raises _FastPathFailed, _SourceMoved."""
         report = SalvageReport(path=str(self.source), out=str(self.out), rebuild=str(self.rebuild) if self.rebuild else None)
         spool = Spool(self.tmp / f"spool-{int(fast)}.db")
         try:
-            _collect(self.db, self.wal, spool, report, self.step, fast=fast)
-            _export(spool, self.db, self.out, report, self.force, self.step)
+            _collect(self.snapshot, spool, report, self.step, fast=fast)
+            _export(spool, self.snapshot, self.out, report, self.force, self.step)
             if self.rebuild is not None:
                 self.step("rebuild", 0, None)
                 report.rebuilt = write_store(spool, self.rebuild, force=self.force, on_unplaced=_unplaced_sink(report))
@@ -171,30 +239,16 @@ def _check_source(path: Path) -> Path:
     return path
 
 
-def _private_copy(source: Path, tmp: Path) -> tuple[Path, Path | None]:
-    """Copy db and -wal into ``tmp`` (read-only opens of the originals; nothing else touched)."""
-    db = tmp / "store.db"
-    with open(source, "rb") as src, open(db, "xb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-    wal_source = Path(f"{source}-wal")
-    if not wal_source.is_file():
-        return db, None
-    wal = tmp / "store.db-wal"
-    with open(wal_source, "rb") as src, open(wal, "xb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-    return db, wal
-
-
-def _collect(db: Path, wal: Path | None, spool: Spool, report: SalvageReport, step: Progress, *, fast: bool) -> None:
-    """Fill the spool: SQLite for a sound copy, the page reader for everything else."""
+def _collect(snapshot: _Snapshot, spool: Spool, report: SalvageReport, step: Progress, *, fast: bool) -> None:
+    """Fill the spool: SQLite for a sound store, the page reader for everything else."""
     step("read", 0, None)
-    with SqliteFile(db, wal) as pages:
+    with SqliteFile(snapshot.db, snapshot.wal) as pages:
         _refuse_foreign(pages, report)
         report.page_size, report.page_size_source = pages.page_size, pages.page_size_source
         tally = Tally()
         # mode=ro never changes the copy's bytes, except that a 0-byte db makes SQLite drop
         # the -wal (DESIGN.md): hence the size check, so the page reader still sees it.
-        if fast and _sqlite_sees_what_we_see(pages) and spool.attach_readonly(db):
+        if fast and _sqlite_sees_what_we_see(pages) and spool.attach_readonly(snapshot.uri):
             report.method = "sqlite"
             with _fast_path():
                 spool.live_tables = spool.source_tables()
@@ -240,12 +294,13 @@ def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:
                              hint="pass the app's database file (or its copy)")
 
 
-def _export(spool: Spool, db: Path, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
+def _export(spool: Spool, snapshot: _Snapshot, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
     step("export", 0, None)
     with atomic_output(out, force=force) as (_tmp, fh):
         with _fast_path():
-            tally = export_live(spool, db, fh, db.parent, lambda done: step("export", done, None))
+            tally = export_live(spool, spool.src_uri, fh, lambda done: step("export", done, None))
         merge_tally(tally, write_jsonl(spool, fh, lambda done: step("export", done, None), live=False))
+        snapshot.unchanged()  # before publishing: an overtaken in-place read is thrown away
     for (table, source), (copies, superseded, uncommitted, keys, verified, invalid) in sorted(tally.items()):
         t = report.tables.setdefault(table, TableTally())
         t.copies_by_source[source] = copies

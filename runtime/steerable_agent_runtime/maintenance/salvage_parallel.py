@@ -1,27 +1,30 @@
 """Export a sound store's live rows with several worker processes (the fast path, sped up).
 
-The private copy salvage made is a static file nobody writes, so the rows of a big table
-can be split into rowid ranges, each read, validated and formatted by its own process into
-its own part file; the parts are then appended to the output in range order, so the JSONL
-is byte-identical to a single-process export. Small stores (or one CPU) stay in-process:
-starting workers costs more than it saves.
+The store salvage reads is a static file nobody writes, so the rows of a big table can be
+split into rowid ranges of about CHUNK_ROWS rows, each read, validated and formatted by a
+worker process. Each worker writes its rendered chunk straight into the output file, in
+turn (chunk ``i`` after chunk ``i - 1``: a shared counter under a lock), so the JSONL is
+byte-identical to a single-process export and every byte is written once: no part files,
+no pipes. Small stores (or one CPU) stay in-process: starting workers costs more than it
+saves.
 
-Guarantees: workers open only the private copy (``mode=ro``), write only their part files
-in salvage's private temp directory, and return their tallies; any worker failure is
-raised in the caller (the output temp file is then discarded by the caller).
+Guarantees: workers open only the store file salvage reads (``mode=ro``, or
+``immutable=1`` where salvage reads the source in place) and write only the caller's
+output file; a worker failure stops the others and is raised in the caller (the output
+temp file is then discarded by the caller). Memory stays flat in the store's size: each
+worker holds one chunk.
 """
 
 from __future__ import annotations
 
+import io
 import os
-import shutil
 import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_all_start_methods, get_context
-from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..storage.schema import row_checksum
 from .salvage_output import Tally, merge_tally, write_live
@@ -29,6 +32,8 @@ from .salvage_spool import Spool
 
 MIN_ROWS_PER_WORKER = 50_000
 """Below this many live rows per worker, the export runs in-process."""
+CHUNK_ROWS = 8_192
+"""Rows per task (about 5 MB of JSONL for typical history rows)."""
 
 
 def worker_count(rows: int) -> int:
@@ -42,8 +47,9 @@ def worker_count(rows: int) -> int:
     return max(1, min(os.cpu_count() or 1, rows // MIN_ROWS_PER_WORKER))
 
 
-def export_live(spool: Spool, db: Path, fh: BinaryIO, tmp: Path, progress: Callable[[int], None]) -> Tally:
-    """Write every live row of the attached copy ``db`` to ``fh``; return the tally."""
+def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], None]) -> Tally:
+    """Write every live row of the attached store (``uri``: how workers open it) to ``fh``;
+    return the tally."""
     spans = {table: spool.rowid_span(table) for table in spool.live_tables}
     workers = worker_count(sum(count for _lo, _hi, count in spans.values()))
     tally: Tally = {}
@@ -51,16 +57,22 @@ def export_live(spool: Spool, db: Path, fh: BinaryIO, tmp: Path, progress: Calla
         for table in spool.live_tables:
             write_live(spool.conn, table, "src", fh, tally, progress)
         return tally
-    tasks = [(str(db), table, lo, hi, str(tmp / f"part-{i}-{table}.jsonl"))
-             for table, (low, high, count) in spans.items() if count
-             for i, (lo, hi) in enumerate(_ranges(low, high, workers * 4 if count > MIN_ROWS_PER_WORKER else 1))]
-    with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
-        for done, ((*_, part), part_tally) in enumerate(zip(tasks, pool.map(_export_range, tasks)), 1):
-            merge_tally(tally, part_tally)
-            with open(part, "rb") as src:
-                shutil.copyfileobj(src, fh, 1 << 20)
-            os.unlink(part)
-            progress(done)
+    tasks = [(table, lo, hi) for table, (low, high, count) in spans.items() if count
+             for lo, hi in _ranges(low, high, -(-count // CHUNK_ROWS))]
+    fh.flush()  # the workers write through the same open file, after what is already in it
+    ctx = get_context("fork")
+    turn = _Turn(ctx.Condition(), ctx.Value("q", 0, lock=False), ctx.Value("b", False, lock=False), os.getpid())
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker,
+                             initargs=(uri, fh.fileno(), turn)) as pool:
+        futures = [pool.submit(_export_range, index, task) for index, task in enumerate(tasks)]
+        try:
+            for done, future in enumerate(futures, 1):
+                merge_tally(tally, future.result())
+                progress(done)
+        except BaseException:
+            turn.fail()
+            raise
+    fh.seek(0, os.SEEK_END)
     return tally
 
 
@@ -69,16 +81,57 @@ def _ranges(low: int, high: int, parts: int) -> list[tuple[int, int]]:
     return [(lo, min(high, lo + step - 1)) for lo in range(low, high + 1, step)]
 
 
-def _export_range(task: tuple[str, str, int, int, str]) -> Tally:
-    """Worker: export rows ``lo..hi`` (rowids) of one table of the private copy to a part file."""
-    db, table, lo, hi, part = task
-    conn = sqlite3.connect(Path(db).as_uri() + "?mode=ro", uri=True)
+class _Turn:
+    """Whose chunk goes into the output next: ``next`` (a chunk index) under ``cond``;
+    ``failed`` set by anyone who gives up, so nobody waits for a chunk that never comes."""
+
+    def __init__(self, cond: Any, next_index: Any, failed: Any, parent: int) -> None:
+        self.cond, self.next, self.failed, self.parent = cond, next_index, failed, parent
+
+    def fail(self) -> None:
+        with self.cond:
+            self.failed.value = True
+            self.cond.notify_all()
+
+    def write(self, index: int, fd: int, chunk: memoryview) -> None:
+        """Wait for chunk ``index``'s turn, append it at the file's (shared) offset, pass the turn."""
+        with self.cond:
+            while self.next.value != index:
+                if self.failed.value or os.getppid() != self.parent:
+                    raise RuntimeError("salvage export stopped: another export worker failed")
+                self.cond.wait(timeout=1.0)
+            try:
+                while chunk:
+                    chunk = chunk[os.write(fd, chunk):]
+            except BaseException:
+                self.failed.value = True
+                self.cond.notify_all()
+                raise
+            self.next.value = index + 1
+            self.cond.notify_all()
+
+
+_worker: dict[str, Any] = {}
+
+
+def _start_worker(uri: str, fd: int, turn: _Turn) -> None:
+    """Worker start: open the store read-only (after the fork: never share a connection)."""
+    conn = sqlite3.connect(uri, uri=True)
     conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
     conn.create_function("row_crc", 1, row_checksum, deterministic=True)
+    _worker.update(conn=conn, fd=fd, turn=turn)
+
+
+def _export_range(index: int, task: tuple[str, int, int]) -> Tally:
+    """Worker: render rows ``lo..hi`` (rowids) of one table, write them in turn; the tally."""
+    table, lo, hi = task
+    turn: _Turn = _worker["turn"]
     tally: Tally = {}
+    out = io.BytesIO()
     try:
-        with open(part, "wb") as fh:
-            write_live(conn, table, "main", fh, tally, lambda _n: None, f"WHERE rowid BETWEEN {lo} AND {hi}")
-    finally:
-        conn.close()
+        write_live(_worker["conn"], table, "main", out, tally, lambda _n: None, f"WHERE rowid BETWEEN {lo} AND {hi}")
+    except BaseException:
+        turn.fail()
+        raise
+    turn.write(index, _worker["fd"], out.getbuffer())
     return tally

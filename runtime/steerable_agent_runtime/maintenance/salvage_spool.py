@@ -86,15 +86,19 @@ class Spool:
         # A damaged text column may hold invalid UTF-8: read it with replacement characters
         # (as the page reader does) instead of failing the whole export.
         self.conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        self.src_uri = ""
+        """The URI ``src`` was attached with (export workers open the same)."""
         self.live_tables: list[str] = []
         """Tables read from the attached ``src`` (fast path); their rows are not spooled."""
         self.conn.create_function("row_crc", 1, row_checksum, deterministic=True)
 
-    def attach_readonly(self, db: Path) -> bool:
-        """Attach a private copy of the store read-only as ``src``; True if SQLite finds it
-        sound (``quick_check`` ok), False (detached) if it refuses it or finds damage."""
+    def attach_readonly(self, uri: str) -> bool:
+        """Attach the store read-only as ``src`` (``uri``: a ``mode=ro`` private copy, or
+        ``immutable=1`` for a source without a -wal); True if SQLite finds it sound
+        (``quick_check`` ok), False (detached) if it refuses it or finds damage."""
+        self.src_uri = uri
         try:
-            self.conn.execute("ATTACH DATABASE ? AS src", (db.as_uri() + "?mode=ro",))
+            self.conn.execute("ATTACH DATABASE ? AS src", (uri,))
         except (sqlite3.DatabaseError, UnicodeDecodeError):  # SQLite's message may quote damaged bytes
             return False
         try:
