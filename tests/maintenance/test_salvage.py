@@ -532,3 +532,44 @@ def test_fast_path_exports_what_the_page_reader_exports(store, tmp_path: Path, m
     assert by_key[("chat-0", 901)]["verified"] and not by_key[("chat-0", 901)]["valid"]
     assert "\ufffd" in by_key[("chat-0", 901)]["data"]
     assert fast.tables == slow.tables
+
+
+def test_live_rendering_is_byte_identical_to_the_careful_rendering(store, tmp_path: Path) -> None:
+    """write_live (the fast path's renderer) against write_copies (the careful one) over the
+    same rows, including rows write_live hands to write_copies: JSON with whitespace between
+    tokens, data that is not JSON, not UTF-8, or a BLOB, and a key that is not UTF-8."""
+    from steerable_agent_runtime.maintenance.salvage_output import write_copies, write_live
+    from steerable_agent_runtime.maintenance.salvage_spool import Copy, live_copies_sql
+    from steerable_agent_runtime.storage.schema import row_checksum
+
+    db, _ = store
+    at = "2026-01-01T00:00:00.000000Z"
+    odd = [
+        ("chat-0", 900, '{"v":2,"type":"item","seq":900,"at":"%s","message":{"role":"user","content":"q\\"\\\\ \\n é \\u2028"}}' % at),
+        ("chat-0", 901, '{\n  "v": 2, "type": "item", "seq": 901, "at": "%s",\t"message": {"role": "user", "content": "x"}\r}' % at),
+        ("chat-0", 902, "not json at all"),
+        ("chat-0", 903, b'{"v":2,"type":"item","seq":903,"at":"x","message":{"role":"user","content":"\xff"}}'),
+        (b"chat-\xff", 904, '{"v":2,"type":"item","seq":904,"at":"%s","message":{"role":"user","content":"k"}}' % at),
+    ]
+    conn = sqlite3.connect(db)
+    for record_id, seq, data in odd:
+        raw = data if isinstance(data, bytes) else data.encode()
+        conn.execute("INSERT INTO history VALUES (CAST(? AS TEXT),?,2,'item',?,CAST(? AS TEXT),?)",
+                     (record_id, seq, at, raw, row_checksum(raw)))
+    conn.execute("INSERT INTO history VALUES ('chat-1', 905, 2, 'item', ?, ?, 0)", (at, b'{"v":2}'))  # a BLOB
+    conn.commit()
+    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    conn.create_function("row_crc", 1, row_checksum, deterministic=True)
+    for table in ("history", "messages", "sessions"):
+        fast, careful = tmp_path / f"fast-{table}", tmp_path / f"careful-{table}"
+        fast_tally: dict = {}
+        careful_tally: dict = {}
+        with open(fast, "wb") as fh:
+            write_live(conn, table, "main", fh, fast_tally, lambda _n: None)
+        with open(careful, "wb") as fh:
+            write_copies(map(Copy._make, conn.execute(live_copies_sql(table, "main"))), fh, careful_tally, lambda _n: None)
+        assert fast.read_bytes() == careful.read_bytes() and fast_tally == careful_tally
+    history_rows = conn.execute("SELECT count(*) FROM history").fetchone()[0]
+    conn.close()
+    lines = (tmp_path / "fast-history").read_bytes().split(b"\n")[:-1]
+    assert len(lines) == history_rows and b'"key":["chat-\xef\xbf\xbd",904]' in b"".join(lines)

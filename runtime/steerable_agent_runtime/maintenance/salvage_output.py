@@ -17,7 +17,6 @@ import os
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from json.encoder import encode_basestring as encode_string  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -91,7 +90,7 @@ def write_copies(copies: Iterable[Copy], fh: BinaryIO, tally: Tally, progress: C
             progress(count)
 
 
-_LIVE_ENDS = {(verified, valid): f',"source":"btree","page":null,"frame":null,"committed":true,'
+_LIVE_ENDS = {(verified, valid): f'","source":"btree","page":null,"frame":null,"committed":true,'
                                  f'"verified":{str(verified).lower()},"valid":{str(valid).lower()},'
                                  '"superseded":false}\n'.encode() for verified in (False, True) for valid in (False, True)}
 """The end of a live line after its data text, per (verified, valid)."""
@@ -105,8 +104,9 @@ def write_live(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, 
 
     The hot path of salvage on a healthy store: SQLite renders key and columns
     (live_rows_sql); ``data`` is parsed once, for validity and to know it is JSON text (valid
-    UTF-8), then escaped as a JSON string by json's C encoder, as write_copies does. A row
-    where that fails (damaged bytes) is written by write_copies from live_copies_sql."""
+    UTF-8, no control character inside a string), then escaped as a JSON string with the
+    bytes write_copies' json.dumps would give. A row where that fails (damaged bytes, or
+    whitespace between JSON tokens) is written by write_copies from live_copies_sql."""
     fresh = (table, "btree") not in tally
     counts = tally.setdefault((table, "btree"), [0] * 6)
     head = f'{{"table":"{table}","key":'.encode()
@@ -116,15 +116,17 @@ def write_live(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, 
             raw = from_json(data)
         except (ValueError, TypeError):  # not JSON, not UTF-8, or NULL: the careful path
             raw = _UNRENDERED
-        if raw is _UNRENDERED or not (key.isascii() or _is_utf8(key)) or not (columns.isascii() or _is_utf8(columns)):
+        if (raw is _UNRENDERED or len(data.translate(None, b"\t\n\r")) != len(data)
+                or not (key.isascii() or _is_utf8(key)) or not (columns.isascii() or _is_utf8(columns))):
             rows = conn.execute(live_copies_sql(table, schema, f"WHERE rowid = {int(rowid)}"))
             write_copies(map(Copy._make, rows), fh, tally, _no_progress)
         else:
             verified = crc32(data) == crc
             valid = parsed_valid(table, raw, data, indexed)
-            # from_json accepted data, so it is UTF-8: the same escaping as json.dumps(text, ensure_ascii=False)
-            write(b"".join((head, key, b',"columns":', columns, b',"data":',
-                            encode_string(data.decode("utf-8")).encode("utf-8"), _LIVE_ENDS[verified, valid])))
+            # JSON text with no raw tab or line break holds no control character at all, so
+            # escaping backslash and quote gives what json.dumps(text, ensure_ascii=False) gives.
+            write(b"".join((head, key, b',"columns":', columns, b',"data":"',
+                            data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'), _LIVE_ENDS[verified, valid])))
             counts[0] += 1
             counts[3] += 1
             counts[4] += verified

@@ -11,7 +11,6 @@ indexed columns agree with it. Nothing here raises on bad input.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,12 +94,14 @@ INDEXED: dict[str, tuple[tuple[str, str, Any], ...]] = {
     for name, spec in TABLES.items()}
 """Per table: (indexed column, the ``data`` field it duplicates, the field's value when it
 is absent: a history entry without ``v`` is record version 1)."""
+_FIELDS = {name: tuple(field for _c, field, _a in pairs) for name, pairs in INDEXED.items()}
+_ABSENT = {name: tuple(absent for _c, _f, absent in pairs) for name, pairs in INDEXED.items()}
 
 
-def row_valid(table: str, data: bytes | None, indexed: Sequence[Any], *, key: str = "[]") -> bool:
+def row_valid(table: str, data: bytes | None, indexed: list[Any], *, key: str = "[]") -> bool:
     """Whether a row is valid: ``data`` is a JSON object whose fields equal the indexed
-    columns (``indexed``: their values in INDEXED order; a JSON boolean equals 1 or 0, as
-    SQLite stores it), and ``data`` validates against the current model (data_valid)."""
+    columns (``indexed``: a list of their values in INDEXED order; a JSON boolean equals 1
+    or 0, as SQLite stores it), and ``data`` validates against the current model (data_valid)."""
     if data is None:
         return False
     try:
@@ -110,14 +111,10 @@ def row_valid(table: str, data: bytes | None, indexed: Sequence[Any], *, key: st
     return parsed_valid(table, raw, data, indexed, key=key)
 
 
-def parsed_valid(table: str, raw: Any, data: bytes, indexed: Sequence[Any], *, key: str = "[]") -> bool:
+def parsed_valid(table: str, raw: Any, data: bytes, indexed: list[Any], *, key: str = "[]") -> bool:
     """row_valid for a ``data`` already parsed (``raw`` is ``pydantic_core.from_json(data)``)."""
-    if type(raw) is not dict:
+    if type(raw) is not dict or list(map(raw.get, _FIELDS[table], _ABSENT[table])) != indexed:
         return False
-    get = raw.get
-    for (_column, field, absent), value in zip(INDEXED[table], indexed, strict=True):
-        if get(field, absent) != value:
-            return False
     if table == "history" and is_plain_item(raw):
         return True  # it validates (history.is_plain_item's guarantee), without pydantic's cost
     return data_valid(table, data, key=key)
@@ -160,10 +157,5 @@ def _current_entry(data: bytes) -> bool:
 
 def expected_columns(table: str, raw: dict[str, Any]) -> dict[str, Any]:
     """The indexed column values ``data`` implies (columns mapped to "" are not in data)."""
-    out: dict[str, Any] = {}
-    for column, field in TABLES[table].columns.items():
-        if not field:
-            continue
-        value = raw.get(field, 1 if field == "v" else None)
-        out[column] = int(value) if isinstance(value, bool) else value
-    return out
+    values = {column: raw.get(field, absent) for column, field, absent in INDEXED[table]}
+    return {column: int(value) if isinstance(value, bool) else value for column, value in values.items()}
