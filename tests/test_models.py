@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timezone
 
 import pytest
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 
 from steerable_agent_runtime import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan
 from steerable_agent_runtime.history import CompactionBoundary, HistoryItem, HistorySeed
-from steerable_agent_runtime.models import is_stored_timestamp, normalize_timestamp
+from steerable_agent_runtime.models import is_plain_message, is_stored_timestamp, normalize_timestamp
 
 timestamps = st.datetimes(timezones=st.sampled_from([timezone.utc, None])).map(lambda d: d.isoformat())
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**53, 2**53), st.text(max_size=20),
@@ -125,3 +126,27 @@ def test_trace_outcome_and_span_kind_are_closed_sets():
                      outcome="crashed")
     with pytest.raises(ValidationError, match="kind"):
         TraceSpan(span_id="x", name="n", start_at="2026-01-01T00:00:00Z", kind="db")
+
+
+_near_timestamps = st.one_of(st.just("2026-01-01T00:00:00.000000Z"), st.just("2026-W01-1T00:00:00.000000Z"),
+                             st.just("2026-01-01T00:00:00Z"), timestamps)
+_values = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.text(max_size=5), _near_timestamps,
+                    st.sampled_from(["user", "assistant", "tool", "system", "robot"]), st.lists(st.text(), max_size=2))
+_messages = st.one_of(
+    st.dictionaries(st.sampled_from(["id", "chatId", "role", "content", "createdAt", "toolCalls", "chat_id"]),
+                    _values, max_size=6),
+    st.fixed_dictionaries({"id": st.text(), "chatId": st.text(), "role": st.sampled_from(["user", "tool", "x"]),
+                           "content": st.text(), "createdAt": _near_timestamps}))
+
+
+@given(_messages)
+def test_is_plain_message_accepts_only_messages_that_validate_unchanged(obj):
+    if is_plain_message(obj):
+        assert ChatMessage.model_validate(obj).to_wire() == obj
+        assert ChatMessage.model_validate_json(json.dumps(obj)).to_wire() == obj
+
+
+def test_messages_the_runtime_writes_are_plain():
+    msg = ChatMessage(id="m", chat_id="c", role="assistant", content="hi ✓", created_at="2026-01-01T00:00:00Z")
+    assert is_plain_message(json.loads(msg.to_json()))
+    assert not is_plain_message(json.loads(msg.model_copy(update={"tool_calls": [{}]}).to_json()))

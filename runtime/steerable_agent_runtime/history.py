@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Union, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Union
 
 from pydantic import Field, ValidationError
 
 from .errors import HistorySeqConflictError, RecordFormatError
-from .models import ChatRole, LLMMessage, Timestamp, WireModel, is_stored_timestamp, utc_now
+from .models import CHAT_ROLES, LLMMessage, Timestamp, WireModel, is_stored_timestamp, utc_now
 
 if TYPE_CHECKING:
     from .storage import StorageAdapter
@@ -185,9 +185,6 @@ def read_entry_text(text: str | bytes, *, record_id: str | None = None, seq: int
     return upgraded
 
 
-_ROLES = frozenset(get_args(ChatRole))
-
-
 def is_plain_item(entry: Any) -> bool:
     """A fast, conservative test for the commonest stored entry: True only when ``entry``
     (a decoded JSON object) is a current-version ``item`` with exactly the keys v, type,
@@ -204,7 +201,7 @@ def is_plain_item(entry: Any) -> bool:
     v, msg, at = entry.get("v"), entry.get("message"), entry.get("at")
     return (type(v) is int and v == RECORD_FORMAT_VERSION and entry.get("type") == "item"
             and type(entry.get("seq")) is int and type(msg) is dict and len(msg) == 2
-            and msg.get("role") in _ROLES and type(msg.get("content")) is str and is_stored_timestamp(at))
+            and msg.get("role") in CHAT_ROLES and type(msg.get("content")) is str and is_stored_timestamp(at))
 
 
 class PreparedEntry(NamedTuple):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -163,6 +163,24 @@ class ChatMessage(WireModel):
     created_at: Timestamp
     tool_calls: list[dict[str, Any]] | None = None
     tool_result: Any | None = None
+
+
+CHAT_ROLES = frozenset(get_args(ChatRole))
+
+
+def is_plain_message(obj: Any) -> bool:
+    """A fast, conservative test for the commonest stored chat message: True only when
+    ``obj`` (a decoded JSON object) has exactly the keys id, chatId, role, content and
+    createdAt, every one a string, a known role and a timestamp already in stored form.
+
+    Guarantee: every object it accepts validates as a ChatMessage unchanged (a property test
+    checks this). False decides nothing: validate such an object in full.
+    """
+    # Exactly five keys, each of the five present (a missing one reads as None, not a str).
+    if type(obj) is not dict or len(obj) != 5:
+        return False
+    return (type(obj.get("id")) is str and type(obj.get("chatId")) is str and obj.get("role") in CHAT_ROLES
+            and type(obj.get("content")) is str and is_stored_timestamp(obj.get("createdAt")))
 
 
 class LLMMessage(WireModel):

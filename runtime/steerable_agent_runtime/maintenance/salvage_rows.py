@@ -19,7 +19,7 @@ from pydantic_core import from_json
 
 from ..errors import RecordFormatError
 from ..history import RECORD_FORMAT_VERSION, HistoryEntry, is_plain_item, read_entry_text
-from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan
+from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, is_plain_message
 from ..storage.schema import TABLES, TableSpec, row_checksum
 from .record_codec import is_text
 
@@ -115,9 +115,14 @@ def parsed_valid(table: str, raw: Any, data: bytes, indexed: list[Any], *, key: 
     """row_valid for a ``data`` already parsed (``raw`` is ``pydantic_core.from_json(data)``)."""
     if type(raw) is not dict or list(map(raw.get, _FIELDS[table], _ABSENT[table])) != indexed:
         return False
-    if table == "history" and is_plain_item(raw):
-        return True  # it validates (history.is_plain_item's guarantee), without pydantic's cost
+    plain = _PLAIN.get(table)
+    if plain is not None and plain(raw):
+        return True  # it validates (the guarantee of is_plain_*), without pydantic's cost
     return data_valid(table, data, key=key)
+
+
+_PLAIN = {"history": is_plain_item, "messages": is_plain_message}
+"""Per table, a conservative test for its commonest row shape (the bulk of a store)."""
 
 
 def indexed_values(table: str, columns: dict[str, Any]) -> list[Any]:
