@@ -156,3 +156,12 @@ def test_entries_the_runtime_writes_are_plain_items():
         prepared = prepare_append("r", [{"type": "item", "message": {"role": role, "content": "hi ✓"}}], 1)[0]
         assert is_plain_item(json.loads(prepared.data))
     assert not is_plain_item(json.loads(prepare_append("r", [seed("a")], 1)[0].data))
+
+
+@given(st.sampled_from(["user", "assistant", "tool", "system"]), st.text(), st.integers(1, 2**63 - 1))
+def test_plain_items_are_stored_exactly_as_the_model_would_dump_them(role, content, seq):
+    entry = {"type": "item", "at": "2026-01-01T00:00:00.000000Z", "message": {"role": role, "content": content}}
+    prepared = prepare_append("r", [entry], seq)[0]
+    model = parse_entry({**entry, "v": RECORD_FORMAT_VERSION, "seq": seq})
+    assert prepared.data == model.model_dump_json(by_alias=True, exclude_none=True)
+    assert prepared.as_dict() == model.to_wire() == json.loads(prepared.data)

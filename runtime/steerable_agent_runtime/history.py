@@ -13,10 +13,12 @@ There is no skip-and-continue read path.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Union
 
 from pydantic import Field, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from .errors import HistorySeqConflictError, RecordFormatError
 from .models import CHAT_ROLES, LLMMessage, Timestamp, WireModel, is_stored_timestamp, utc_now
@@ -205,18 +207,19 @@ def is_plain_item(entry: Any) -> bool:
 
 
 class PreparedEntry(NamedTuple):
-    """An entry ready to store: its seq, version, type, timestamp, canonical JSON, model."""
+    """An entry ready to store: its seq, version, type, timestamp, canonical JSON, and the
+    same entry as a camelCase dict."""
 
     seq: int
     v: int
     type: str
     at: str
     data: str
-    model: HistoryItem | CompactionBoundary | HistorySeed
+    wire: dict[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
         """The entry as stored, as a camelCase dict (what list_history would return)."""
-        return self.model.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.wire
 
 
 def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_seq: int) -> list[PreparedEntry]:
@@ -224,13 +227,18 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
 
     Shared by every StorageAdapter so they store identical bytes. Raises
     HistorySeqConflictError when an entry carries a seq other than the next one,
-    RecordFormatError when an entry is newer than this build or does not parse.
+    RecordFormatError when an entry is newer than this build, does not parse, or holds text
+    that is not valid Unicode (a lone surrogate).
+
+    A plain item (is_plain_item) is stored without a pydantic round trip: its canonical JSON
+    is ``json.dumps`` of the same keys in the model's order, which equals the model's dump
+    (tested); everything else is validated and dumped by its model.
     """
     prepared: list[PreparedEntry] = []
     seq = next_seq
     now = utc_now()  # one call is one atomic append: its entries share one stamp
     for entry in entries:
-        if not isinstance(entry, Mapping):
+        if type(entry) is not dict and not isinstance(entry, Mapping):
             raise RecordFormatError(f"record {record_id!r}: entry to append is not a JSON object",
                                     record_id=record_id, hint="pass each entry as a dict")
         given_seq = entry.get("seq")
@@ -240,19 +248,52 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
                 record_id=record_id, seq=given_seq,
             )
         version = entry.get("v", RECORD_FORMAT_VERSION)
-        if isinstance(version, int) and not isinstance(version, bool) and version > RECORD_FORMAT_VERSION:
+        if version != RECORD_FORMAT_VERSION and type(version) is int and version > RECORD_FORMAT_VERSION:
             raise RecordFormatError(
                 f"record {record_id!r}: cannot append a v{version} entry (this build writes v{RECORD_FORMAT_VERSION})",
                 record_id=record_id, version=version, hint="upgrade the app to write this entry",
             )
-        stamped = {k: val for k, val in entry.items() if k not in ("v", "seq")}
+        stamped = dict(entry)  # v and seq are stamped over whatever the entry says (checked above)
         stamped.update(v=RECORD_FORMAT_VERSION, seq=seq)
         stamped["at"] = stamped.get("at") or now
-        model = _validate_current(stamped, record_id, RECORD_FORMAT_VERSION)
-        prepared.append(PreparedEntry(seq, model.v, model.type, model.at,
-                                      model.model_dump_json(by_alias=True, exclude_none=True), model))
+        if is_plain_item(stamped):
+            msg, at = stamped["message"], stamped["at"]
+            role, content = msg["role"], msg["content"]
+            wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at,
+                    "message": {"role": role, "content": content}}
+            # role is one of CHAT_ROLES and at is in stored form: neither needs escaping
+            data = (f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":{seq},"at":"{at}",'
+                    f'"message":{{"role":"{role}","content":{_json_string(content)}}}}}')
+            if not data.isascii() and not _encodable(data):
+                raise _not_unicode(record_id, seq)
+        else:
+            model = _validate_current(stamped, record_id, RECORD_FORMAT_VERSION)
+            try:
+                data = model.model_dump_json(by_alias=True, exclude_none=True)
+            except PydanticSerializationError:  # a str holding a lone surrogate
+                raise _not_unicode(record_id, seq) from None
+            wire = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+        prepared.append(PreparedEntry(seq, RECORD_FORMAT_VERSION, wire["type"], wire["at"], data, wire))
         seq += 1
     return prepared
+
+
+_json_string = encode_basestring
+"""A str as a JSON string with its text kept as is, as pydantic's model_dump_json writes it."""
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _not_unicode(record_id: str, seq: int) -> RecordFormatError:
+    return RecordFormatError(f"record {record_id!r} seq {seq}: entry holds text that is not valid Unicode"
+                             " (a lone surrogate); nothing was appended", record_id=record_id, seq=seq,
+                             hint="encode the text properly before appending it")
 
 
 def transcript_from(entries: list[dict[str, Any]], *, record_id: str | None = None) -> list[LLMMessage]:

@@ -134,6 +134,27 @@ def test_append_history_is_atomic_on_an_invalid_entry(store):
     assert run(store.list_history("c1")) == []
 
 
+@pytest.mark.parametrize("entry", [
+    item("lone surrogate \ud800"),  # the fast path for plain items
+    {**item("x"), "message": {"role": "tool", "content": "y", "toolCallId": "\udfff"}},  # the validated path
+])
+def test_append_history_refuses_text_that_is_not_unicode_and_writes_nothing(store, entry):
+    with pytest.raises(RecordFormatError, match="not valid Unicode"):
+        run(store.append_history("c1", [item("ok"), entry]))
+    assert run(store.list_history("c1")) == []
+
+
+def test_append_history_returns_and_stores_the_same_canonical_entries(store):
+    """Plain items take a fast path (no pydantic); others are validated and dumped: both
+    give the same canonical JSON, returned as stored."""
+    entries = [item("plain ✓ \n \" \\ \u2028 \x00"), {**item("given at"), "at": "2026-05-01T12:00:00+02:00"},
+               {"type": "item", "message": {"role": "assistant", "content": None, "toolCalls": [{"id": "t"}]}},
+               seed("a", "b"), boundary("sum")]
+    stored = run(store.append_history("c1", entries))
+    assert stored == run(store.list_history("c1"))
+    assert [e["message"]["content"] for e in stored[:2]] == ["plain ✓ \n \" \\ \u2028 \x00", "given at"]
+
+
 def test_reappended_entry_is_stamped_current_version(store):
     run(store.append_history("c1", [item("a")]))
     entry = run(store.list_history("c1"))[0]
