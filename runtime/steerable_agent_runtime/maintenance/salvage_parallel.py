@@ -20,13 +20,12 @@ from __future__ import annotations
 import io
 import os
 import sqlite3
-import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_all_start_methods, get_context
+from multiprocessing import get_context
 from typing import Any, BinaryIO
 
 from ..storage.schema import row_checksum
+from .forkpool import fork_pool, fork_workers, rowid_ranges
 from .salvage_output import Tally, merge_tally, write_live
 from .salvage_spool import Spool
 
@@ -39,14 +38,8 @@ chunks leave less idle time waiting for a turn and at the end)."""
 
 
 def worker_count(rows: int) -> int:
-    """How many processes to export ``rows`` live rows with (1: in-process).
-
-    Workers are forked, and only from a single-threaded process: forking copies one thread
-    safely, and unlike ``spawn`` it does not re-import the caller's ``__main__`` (a script
-    calling salvage() without a main guard). Elsewhere the export stays in-process."""
-    if "fork" not in get_all_start_methods() or threading.active_count() > 1:
-        return 1
-    return max(1, min(os.cpu_count() or 1, rows // MIN_ROWS_PER_WORKER))
+    """How many processes to export ``rows`` live rows with (1: in-process; see forkpool)."""
+    return fork_workers(rows, MIN_ROWS_PER_WORKER)
 
 
 def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], None]) -> Tally:
@@ -60,12 +53,11 @@ def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], 
             write_live(spool.conn, table, "src", fh, tally, progress)
         return tally
     tasks = [(table, lo, hi) for table, (low, high, count) in spans.items() if count
-             for lo, hi in _ranges(low, high, -(-count // CHUNK_ROWS))]
+             for lo, hi in rowid_ranges(low, high, count, CHUNK_ROWS)]
     fh.flush()  # the workers write through the same open file, after what is already in it
     ctx = get_context("fork")
     turn = _Turn(ctx.Condition(), ctx.Value("q", 0, lock=False), ctx.Value("b", False, lock=False), os.getpid())
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker,
-                             initargs=(uri, fh.fileno(), turn)) as pool:
+    with fork_pool(workers, _start_worker, (uri, fh.fileno(), turn)) as pool:
         futures = [pool.submit(_export_range, index, task) for index, task in enumerate(tasks)]
         try:
             for done, future in enumerate(futures, 1):
@@ -76,11 +68,6 @@ def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], 
             raise
     fh.seek(0, os.SEEK_END)
     return tally
-
-
-def _ranges(low: int, high: int, parts: int) -> list[tuple[int, int]]:
-    step = max(1, (high - low + parts) // parts)
-    return [(lo, min(high, lo + step - 1)) for lo in range(low, high + 1, step)]
 
 
 class _Turn:

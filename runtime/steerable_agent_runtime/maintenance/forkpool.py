@@ -1,0 +1,37 @@
+"""Worker processes for a job that reads a static snapshot in rowid ranges.
+
+Used by salvage's export and check's row pass. Workers are forked, and only from a
+single-threaded process: forking copies one thread safely, and unlike ``spawn`` it does not
+re-import the caller's ``__main__`` (a script calling the job without a main guard). Where
+fork is missing, or the caller already runs threads, the job stays in-process (1 worker).
+A worker never uses a connection of the parent: each opens its own in its initializer.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_all_start_methods, get_context
+from typing import Any
+
+
+def fork_workers(rows: int, min_rows_per_worker: int) -> int:
+    """How many processes should read ``rows`` rows (1: stay in-process)."""
+    if "fork" not in get_all_start_methods() or threading.active_count() > 1:
+        return 1
+    return max(1, min(os.cpu_count() or 1, rows // min_rows_per_worker))
+
+
+def fork_pool(workers: int, initializer: Callable[..., None], initargs: tuple[Any, ...]) -> ProcessPoolExecutor:
+    """A pool of ``workers`` forked processes (all forked at the first submit, before the
+    pool starts its own thread)."""
+    return ProcessPoolExecutor(workers, mp_context=get_context("fork"), initializer=initializer, initargs=initargs)
+
+
+def rowid_ranges(low: int, high: int, rows: int, chunk_rows: int) -> list[tuple[int, int]]:
+    """Split rowids ``low..high`` (``rows`` rows) into consecutive ranges of ~``chunk_rows`` rows."""
+    parts = max(1, -(-rows // chunk_rows))
+    step = max(1, (high - low + parts) // parts)
+    return [(lo, min(high, lo + step - 1)) for lo in range(low, high + 1, step)]
