@@ -12,7 +12,7 @@ Guarantees: workers open only the store file salvage reads (``mode=ro``, or
 ``immutable=1`` where salvage reads the source in place) and write only the caller's
 output file; a worker failure stops the others and is raised in the caller (the output
 temp file is then discarded by the caller). Memory stays flat in the store's size: each
-worker holds one chunk.
+worker holds one chunk, and the caller keeps at most four tasks per worker in flight.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from __future__ import annotations
 import io
 import os
 import sqlite3
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from multiprocessing import get_context
 from typing import Any, BinaryIO
 
@@ -52,16 +54,24 @@ def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], 
         for table in spool.live_tables:
             write_live(spool.conn, table, "src", fh, tally, progress)
         return tally
-    tasks = [(table, lo, hi) for table, (low, high, count) in spans.items() if count
-             for lo, hi in rowid_ranges(low, high, count, CHUNK_ROWS)]
+    tasks = ((table, lo, hi) for table, (low, high, count) in spans.items() if count
+             for lo, hi in rowid_ranges(low, high, count, CHUNK_ROWS))
     fh.flush()  # the workers write through the same open file, after what is already in it
     ctx = get_context("fork")
     turn = _Turn(ctx.Condition(), ctx.Value("q", 0, lock=False), ctx.Value("b", False, lock=False), os.getpid())
+    pending: deque[Future[Tally]] = deque()  # in chunk order; at most 4 per worker, so memory stays flat
+    done = 0
     with fork_pool(workers, _start_worker, (uri, fh.fileno(), turn)) as pool:
-        futures = [pool.submit(_export_range, index, task) for index, task in enumerate(tasks)]
         try:
-            for done, future in enumerate(futures, 1):
-                merge_tally(tally, future.result())
+            for index, task in enumerate(tasks):
+                pending.append(pool.submit(_export_range, index, task))
+                while len(pending) >= 4 * workers or (pending and pending[0].done()):
+                    merge_tally(tally, pending.popleft().result())
+                    done += 1
+                    progress(done)
+            while pending:
+                merge_tally(tally, pending.popleft().result())
+                done += 1
                 progress(done)
         except BaseException:
             turn.fail()
