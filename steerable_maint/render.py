@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,14 +43,21 @@ def progress_bar() -> Iterator[Callable[[str, int, int | None], None]]:
     if not sys.stderr.isatty():
         yield lambda phase, done, total: None
         return
+    # No refresh thread (auto_refresh=False; redrawn from the callback at most every 0.1 s):
+    # check and salvage fork worker processes only from a single-threaded process.
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=stderr, transient=True) as bar:
+                  console=stderr, transient=True, auto_refresh=False) as bar:
         tasks: dict[str, int] = {}
+        drawn = [0.0]
 
         def update(phase: str, done: int, total: int | None) -> None:
             if phase not in tasks:
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done, total=total)
+            now = time.monotonic()
+            if now - drawn[0] >= 0.1:
+                drawn[0] = now
+                bar.refresh()
 
         yield update
 

@@ -28,7 +28,7 @@ from .readonly import ReadOnlyConnection, read_store
 from .recordcheck import (DowngradeRecord, check_contiguity, stats_from_columns, version_findings)
 from .report import JobReport, Progress, no_progress
 from .rowcheck import RecordStats
-from .tablescan import scan_tables
+from .tablescan import ParallelScan, parallel_scan, scan_tables
 
 DEFAULT_WAL_THRESHOLD = 64 << 20
 _INTEGRITY_MAX_ERRORS = 1_000_000
@@ -68,12 +68,15 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
         report.access, report.schema_version = conn.strategy, conn.user_version
         pragma = "quick_check" if quick else "integrity_check"
         tick(pragma, 0, None)
-        with ThreadPoolExecutor(2) as pool:  # SQLite releases the GIL: these run beside the row pass
+        present = _readable_tables(conn, log)
+        tables = [name for name in TABLES if name in present]
+        # The row pass's worker processes are forked first, before any thread starts.
+        with parallel_scan(conn, conn.uri, conn.strategy != "shared" and not quick, tables, max_per_code) as early, \
+                ThreadPoolExecutor(2) as pool:  # SQLite releases the GIL: these run beside the row pass
             integrity = pool.submit(_integrity, conn.sibling(), pragma)
-            present = _readable_tables(conn, log)
             side = _quick_versions_beside(pool, conn, quick, present, max_per_code)
             if present:
-                _rows(conn, quick, present, report, log, tick, side)
+                _rows(conn, quick, present, report, log, tick, side, early, lambda: bool(integrity.result()))
             problems = integrity.result()
         tick(pragma, 1, 1)
         for line in problems:
@@ -143,7 +146,8 @@ def _versions_on(conn: ReadOnlyConnection, max_per_code: int) -> tuple[RecordSta
 
 
 def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: CheckReport, log: FindingLog,
-          tick: Progress, side: "Future[tuple[RecordStats, FindingLog]] | None" = None) -> None:
+          tick: Progress, side: "Future[tuple[RecordStats, FindingLog]] | None" = None,
+          early: ParallelScan | None = None, damaged: Callable[[], bool] = lambda: False) -> None:
     stats = RecordStats()
     tables = [name for name in TABLES if name in present]
     if quick:
@@ -151,7 +155,7 @@ def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: Chec
             report.rows[name] = 0
             _guarded(log, f"table {name}", lambda name=name: _count(conn, name, report))
     else:
-        _guarded(log, "row scan", lambda: _scan(conn, tables, report, log, stats, tick))
+        _guarded(log, "row scan", lambda: _scan(conn, tables, report, log, stats, tick, early, damaged))
     if "history" in present:
         _guarded(log, "history seqs", lambda: check_contiguity(conn, log))
         if side is not None:
@@ -170,10 +174,18 @@ def _count(conn: ReadOnlyConnection, name: str, report: CheckReport) -> None:
 
 
 def _scan(conn: ReadOnlyConnection, tables: list[str], report: CheckReport, log: FindingLog,
-          stats: RecordStats, tick: Progress) -> None:
-    """Every row of ``tables`` (tablescan.py); a table SQLite stops reading is a finding."""
+          stats: RecordStats, tick: Progress, early: ParallelScan | None, damaged: Callable[[], bool]) -> None:
+    """Every row of ``tables`` (tablescan.py: in worker processes when ``early`` started
+    them); a table SQLite stops reading is a finding.
+
+    The workers reach their rowid ranges by seeking, which on a damaged b-tree can pass by
+    pages a full scan meets; so when integrity_check finds damage (``damaged()``), their
+    result is dropped and the tables are scanned again in one process, as without workers."""
     report.rows.update({name: 0 for name in tables})
-    for unit in scan_tables(conn, tables, log.max_per_code, tick):
+    units = early.results(tick) if early is not None else None
+    if units is None or damaged():
+        units = scan_tables(conn, tables, log.max_per_code, tick)
+    for unit in units:
         report.rows[unit.table] += unit.rows
         log.merge(unit.log)
         stats.merge(unit.stats)

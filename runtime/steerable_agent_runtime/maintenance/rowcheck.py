@@ -74,9 +74,9 @@ def _first(slots: dict[Any, list[int]], key: Any, seq: int) -> None:
         slot[1] = min(slot[1], seq)
 
 
-def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick) -> int:
-    """Check every history row; return how many rows were read."""
-    cursor = conn.execute("SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc FROM history")
+def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick, where: str = "") -> int:
+    """Check every history row (``where``: a rowid range); return how many rows were read."""
+    cursor = conn.execute(f"SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc FROM history {where}")
     crc32, loads, n, plain = zlib.crc32, from_json, 0, 0
     for record_id, seq, v_col, type_col, at_col, data, crc in cursor:
         n += 1
@@ -96,7 +96,8 @@ def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick) -> 
             plain += 1
         else:
             _check_entry(obj, (record_id, seq, v_col, type_col, at_col), log, stats)
-    stats.versions[RECORD_FORMAT_VERSION] += plain
+    if plain:  # no key for a version no row has (an empty table, or every row damaged)
+        stats.versions[RECORD_FORMAT_VERSION] += plain
     return n
 
 
@@ -146,11 +147,11 @@ def _entry_column_mismatch(obj: dict[str, Any], v: int, row: tuple[Any, ...]) ->
     return "columns disagree with data"
 
 
-def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick) -> int:
-    """Check every row of a non-history table; return how many rows were read."""
+def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where: str = "") -> int:
+    """Check every row of a non-history table (``where``: a rowid range); return how many rows were read."""
     pairs = [(c, f) for c, f in spec.columns.items() if f]
     names, key = [f for _, f in pairs], spec.key[0]
-    sql = f"SELECT {key}, {', '.join(c for c, _ in pairs)}, CAST(data AS BLOB), crc FROM {spec.name}"
+    sql = f"SELECT {key}, {', '.join(c for c, _ in pairs)}, CAST(data AS BLOB), crc FROM {spec.name} {where}"
     shape, crc32, loads, n = SHAPES[spec.name], zlib.crc32, from_json, 0
     for row in conn.execute(sql):
         n += 1

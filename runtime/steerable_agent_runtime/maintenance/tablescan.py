@@ -6,20 +6,29 @@ a column-mismatch finding instead of ending the scan. (Lenient decoding on every
 about 30% of the row pass, so it is only the fallback.) A read SQLite refuses part-way is
 returned as ``error`` with what was counted up to there.
 
-Not done, on purpose: scanning rowid ranges in worker processes. ``fork`` is unsafe in a
-caller that has threads using SQLite, and ``spawn``/``forkserver`` re-run an unguarded main
-module (``python -m steerable_agent_runtime.maintenance``, any script calling check());
-a library job that runs on the only copy of a user's chats must not depend on either.
+:func:`parallel_scan` scans the same rows in rowid ranges in forked worker processes
+(:mod:`.forkpool`), when the snapshot is static (``immutable`` or a private ``copy``: every
+worker reads the same bytes), the caller runs no thread yet and the store is big enough. The
+ranges are merged in rowid order with the sequential scan's rules (a table's scan ends at
+the first range SQLite could not read to the end), so the findings are the same as in one
+process (a test compares both on every fixture and on damaged stores). A range is reached by
+seeking, which on a damaged b-tree can pass by pages a full scan meets: check drops the
+workers' result and scans in one process when integrity_check finds damage. A live store
+read ``shared`` stays in one process and on one snapshot.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..storage.schema import TABLES
 from .check_codes import FindingLog
+from .forkpool import fork_pool, fork_workers, rowid_ranges
 from .rowcheck import RecordStats, scan_entities, scan_history
 
 
@@ -34,15 +43,16 @@ class TableScan:
     error: str | None = None
 
 
-def scan_table(conn: sqlite3.Connection, table: str, max_per_code: int, tick: Callable[[int], None]) -> TableScan:
-    """Scan every row of ``table`` (see the module docstring)."""
+def scan_table(conn: sqlite3.Connection, table: str, max_per_code: int, tick: Callable[[int], None],
+               where: str = "") -> TableScan:
+    """Scan every row of ``table`` (``where``: only a rowid range; see the module docstring)."""
     lenient = conn.text_factory
     try:
         for factory in (str, lenient):
             conn.text_factory = factory
             result = TableScan(table, log=FindingLog(max_per_code))
             try:
-                result.rows = _scan(conn, result, lambda n: (setattr(result, "rows", n), tick(n)))
+                result.rows = _scan(conn, result, lambda n: (setattr(result, "rows", n), tick(n)), where)
             except sqlite3.OperationalError as exc:
                 if factory is not lenient and "decode" in str(exc):
                     continue
@@ -55,10 +65,10 @@ def scan_table(conn: sqlite3.Connection, table: str, max_per_code: int, tick: Ca
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _scan(conn: sqlite3.Connection, result: TableScan, tick: Callable[[int], object]) -> int:
+def _scan(conn: sqlite3.Connection, result: TableScan, tick: Callable[[int], object], where: str) -> int:
     if result.table == "history":
-        return scan_history(conn, result.log, result.stats, tick)
-    return scan_entities(conn, TABLES[result.table], result.log, tick)
+        return scan_history(conn, result.log, result.stats, tick, where)
+    return scan_entities(conn, TABLES[result.table], result.log, tick, where)
 
 
 def scan_tables(conn: sqlite3.Connection, tables: list[str], max_per_code: int,
@@ -80,3 +90,85 @@ def _max_rowid(conn: sqlite3.Connection, table: str) -> int:
         return conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
     except (sqlite3.DatabaseError, UnicodeDecodeError):
         return 0
+
+
+MIN_ROWS_PER_WORKER = 100_000
+"""Below this many rows per worker, the row pass runs in one process."""
+CHUNK_ROWS = 25_000
+"""Rows per task of a parallel scan."""
+
+
+class ParallelScan:
+    """Rowid ranges being scanned by worker processes; :meth:`results` merges them."""
+
+    def __init__(self, tables: list[str], tasks: list[tuple[str, int, int]], futures: list[Future[TableScan]],
+                 max_per_code: int, total: int) -> None:
+        self.tables, self.tasks, self.futures = tables, tasks, futures
+        self.max_per_code, self.total = max_per_code, total
+
+    def results(self, progress: Callable[[str, int, int | None], None]) -> list[TableScan]:
+        """One TableScan per table, as scan_tables would return them; progress ``("rows", done, total)``."""
+        merged = {table: TableScan(table, log=FindingLog(self.max_per_code)) for table in self.tables}
+        done = 0
+        for (table, _lo, _hi), future in zip(self.tasks, self.futures):
+            part, whole = future.result(), merged[table]
+            done += part.rows
+            progress("rows", done, max(done, self.total))
+            if whole.error is not None:
+                continue  # as one process: the table's scan ended at the range SQLite could not read
+            whole.rows += part.rows
+            whole.log.merge(part.log)
+            whole.stats.merge(part.stats)
+            whole.error = part.error
+        return [merged[table] for table in self.tables]
+
+
+@contextmanager
+def parallel_scan(conn: sqlite3.Connection, uri: str, static: bool, tables: list[str],
+                  max_per_code: int) -> Iterator[ParallelScan | None]:
+    """Start scanning ``tables`` in worker processes (each opens ``uri``), or yield None when
+    it should run in one process: the snapshot is not ``static``, the caller runs threads,
+    the store is small, or SQLite cannot even read the tables' rowid bounds (the sequential
+    scan then reports why). Call it before starting any thread."""
+    spans = _spans(conn, tables) if static else None
+    workers = fork_workers(sum(rows for _lo, _hi, rows in spans.values()), MIN_ROWS_PER_WORKER) if spans else 1
+    if spans is None or workers == 1:
+        yield None
+        return
+    tasks = [(table, lo, hi) for table in tables if spans[table][2]
+             for lo, hi in rowid_ranges(*spans[table], CHUNK_ROWS)]
+    with fork_pool(workers, _start_worker, (uri, max_per_code)) as pool:
+        futures = [pool.submit(_scan_range, task) for task in tasks]
+        try:
+            yield ParallelScan(tables, tasks, futures, max_per_code, sum(rows for *_, rows in spans.values()))
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def _spans(conn: sqlite3.Connection, tables: list[str]) -> dict[str, tuple[int, int, int]] | None:
+    """Per table (min rowid, max rowid, rows estimated from them); None if SQLite refuses."""
+    spans = {}
+    try:
+        for table in tables:
+            low, high = conn.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+            spans[table] = (low or 0, high or 0, (high - low + 1) if high is not None else 0)
+    except (sqlite3.DatabaseError, UnicodeDecodeError):
+        return None
+    return spans
+
+
+_worker: dict[str, Any] = {}
+
+
+def _start_worker(uri: str, max_per_code: int) -> None:
+    """Worker start: open the snapshot read-only (after the fork: never share a connection)."""
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    _worker.update(conn=conn, max_per_code=max_per_code)
+
+
+def _scan_range(task: tuple[str, int, int]) -> TableScan:
+    table, lo, hi = task
+    return scan_table(_worker["conn"], table, _worker["max_per_code"], lambda _n: None,
+                      f"WHERE rowid BETWEEN {lo} AND {hi}")
