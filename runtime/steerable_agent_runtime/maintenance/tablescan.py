@@ -101,7 +101,7 @@ CHUNK_ROWS = 25_000
 class ParallelScan:
     """Rowid ranges being scanned by worker processes; :meth:`results` merges them."""
 
-    def __init__(self, tables: list[str], tasks: list[tuple[str, int, int]], futures: list[Future[TableScan]],
+    def __init__(self, tables: list[str], tasks: list[tuple[str, int, int]], futures: list[Future[TableScan] | None],
                  max_per_code: int, total: int) -> None:
         self.tables, self.tasks, self.futures = tables, tasks, futures
         self.max_per_code, self.total = max_per_code, total
@@ -110,8 +110,9 @@ class ParallelScan:
         """One TableScan per table, as scan_tables would return them; progress ``("rows", done, total)``."""
         merged = {table: TableScan(table, log=FindingLog(self.max_per_code)) for table in self.tables}
         done = 0
-        for (table, _lo, _hi), future in zip(self.tasks, self.futures):
-            part, whole = future.result(), merged[table]
+        for index, (table, _lo, _hi) in enumerate(self.tasks):
+            part, whole = self.futures[index].result(), merged[table]
+            self.futures[index] = None  # merged: let its findings go (memory stays flat in the ranges)
             done += part.rows
             progress("rows", done, max(done, self.total))
             if whole.error is not None:
@@ -138,12 +139,13 @@ def parallel_scan(conn: sqlite3.Connection, uri: str, static: bool, tables: list
     tasks = [(table, lo, hi) for table in tables if spans[table][2]
              for lo, hi in rowid_ranges(*spans[table], CHUNK_ROWS)]
     with fork_pool(workers, _start_worker, (uri, max_per_code)) as pool:
-        futures = [pool.submit(_scan_range, task) for task in tasks]
+        futures: list[Future[TableScan] | None] = [pool.submit(_scan_range, task) for task in tasks]
         try:
             yield ParallelScan(tables, tasks, futures, max_per_code, sum(rows for *_, rows in spans.values()))
         finally:
             for future in futures:
-                future.cancel()
+                if future is not None:
+                    future.cancel()
 
 
 def _spans(conn: sqlite3.Connection, tables: list[str]) -> dict[str, tuple[int, int, int]] | None:
