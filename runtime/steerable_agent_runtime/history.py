@@ -13,8 +13,8 @@ There is no skip-and-continue read path.
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from collections.abc import Callable, Iterable, Mapping
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Union
 
 from pydantic import Field, ValidationError
@@ -231,8 +231,9 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
     that is not valid Unicode (a lone surrogate).
 
     A plain item (is_plain_item) is stored without a pydantic round trip: its canonical JSON
-    is ``json.dumps`` of the same keys in the model's order, which equals the model's dump
-    (tested); everything else is validated and dumped by its model.
+    is written field by field in the model's order, the text through json's string encoder,
+    which equals the model's dump (a property test checks it); everything else is validated
+    and dumped by its model.
     """
     prepared: list[PreparedEntry] = []
     seq = next_seq
