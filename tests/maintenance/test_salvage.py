@@ -434,6 +434,56 @@ def test_a_failing_export_worker_stops_the_others_and_salvage_falls_back(store, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "src"]
 
 
+def test_a_failing_worker_behind_a_slow_one_is_still_a_read_error(store, tmp_path: Path, monkeypatch) -> None:
+    """The parent collects chunks in order: the slow first chunk's worker only learns that a
+    later one failed, and the later chunk's own read error must be what salvage sees."""
+    import time
+
+    from steerable_agent_runtime.maintenance import salvage_parallel
+
+    db, rows = store
+    real = salvage_parallel.write_live
+
+    def slow_then_failing(conn, table, schema, fh, tally, progress, where=""):
+        if table == "history" and "BETWEEN" in where:
+            low = int(where.split()[-3])
+            if low == 1:
+                time.sleep(0.5)
+            elif low > 20:
+                raise sqlite3.DatabaseError("database disk image is malformed")
+        real(conn, table, schema, fh, tally, progress, where)
+
+    monkeypatch.setattr(salvage_parallel, "write_live", slow_then_failing)
+    monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows: 4)
+    monkeypatch.setattr(salvage_parallel, "CHUNK_ROWS", 7)
+    report = salvage(db, tmp_path / "out.jsonl")
+    assert report.method == "page-reader" and report.damage["sqlite_read_failed"] == 1
+    assert _winners(_lines(tmp_path / "out.jsonl")) == _originals(rows)
+
+
+def test_an_export_worker_that_dies_is_a_one_line_error_and_nothing_is_published(store, tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    from steerable_agent_runtime.errors import SteerableError
+    from steerable_agent_runtime.maintenance import salvage_parallel
+
+    db, _ = store
+    real = salvage_parallel.write_live
+
+    def dying(conn, table, schema, fh, tally, progress, where=""):
+        if table == "history" and "BETWEEN" in where and int(where.split()[-3]) > 20:
+            os._exit(1)  # as the OOM killer would
+        real(conn, table, schema, fh, tally, progress, where)
+
+    monkeypatch.setattr(salvage_parallel, "write_live", dying)
+    monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows: 2)
+    monkeypatch.setattr(salvage_parallel, "CHUNK_ROWS", 7)
+    before = _digest(db.parent)
+    with pytest.raises(SteerableError, match="worker process died") as err:
+        salvage(db, tmp_path / "out.jsonl")
+    assert err.value.exit_code == 3 and err.value.hint
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"] and _digest(db.parent) == before
+
+
 def test_sqlite_failing_after_a_passed_quick_check_falls_back_to_the_page_reader(tmp_path: Path) -> None:
     from tests.damage import flip_bytes
 

@@ -23,9 +23,11 @@ import sqlite3
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import Any, BinaryIO
 
+from ..errors import SteerableError
 from ..storage.schema import row_checksum
 from .forkpool import fork_pool, fork_workers, rowid_ranges
 from .salvage_output import Tally, merge_tally, write_live
@@ -73,11 +75,32 @@ def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], 
                 merge_tally(tally, pending.popleft().result())
                 done += 1
                 progress(done)
-        except BaseException:
+        except BaseException as exc:
             turn.fail()
-            raise
+            raise _cause(exc, pending) from None
     fh.seek(0, os.SEEK_END)
     return tally
+
+
+class _Stopped(RuntimeError):
+    """A worker gave up because another one failed (never the cause itself)."""
+
+
+def _cause(exc: BaseException, pending: deque[Future[Tally]]) -> BaseException:
+    """What to raise when the export failed with ``exc`` (the first chunk, in order, whose
+    result failed): when that chunk only stopped because a later one failed, the later
+    chunk's own error (a read error there is then handled as a read error, not as a bug);
+    a worker that died outright (killed, out of memory) as a one-line SteerableError."""
+    if isinstance(exc, _Stopped):
+        for future in pending:
+            cause = future.exception()
+            if cause is not None and not isinstance(cause, _Stopped):
+                exc = cause
+                break
+    if isinstance(exc, BrokenProcessPool):
+        return SteerableError("salvage: an export worker process died (killed, or out of memory); nothing was"
+                              " written", hint="re-run salvage; if it keeps happening, check the system log")
+    return exc
 
 
 class _Turn:
@@ -97,7 +120,7 @@ class _Turn:
         with self.cond:
             while self.next.value != index:
                 if self.failed.value or os.getppid() != self.parent:
-                    raise RuntimeError("salvage export stopped: another export worker failed")
+                    raise _Stopped("salvage export stopped: another export worker failed")
                 self.cond.wait(timeout=1.0)
             try:
                 while chunk:
