@@ -183,3 +183,34 @@ def test_archive_target_that_exists_and_is_not_a_store_cannot_run(tmp_path):
     after = snapshot(tmp_path)
     after.pop("sessions.lock", None)  # taking a lease creates its lock file, as any opener does
     assert after == before
+
+
+@pytest.mark.parametrize("command", [
+    lambda db, out: ["salvage", str(db), "--out", str(out)],
+    lambda db, out: ["traces", str(db), "--out", str(out)],
+], ids=["salvage", "traces"])
+def test_a_full_disk_is_a_one_line_error_and_nothing_is_published(command, tmp_path):
+    """A real child process whose files may not grow past 512 bytes (RLIMIT_FSIZE, as a full
+    disk: EFBIG where ENOSPC would be) runs the command: exit 3, Error/Hint, no traceback,
+    no output, the store unchanged."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(HEALTHY, src / "sessions.db")
+    before = snapshot(src)
+
+    def small_files() -> None:  # in the child, before exec
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
+
+    done = subprocess.run([sys.executable, "-m", "steerable_agent_runtime.maintenance",
+                           *command(src / "sessions.db", tmp_path / "out")],
+                          preexec_fn=small_files, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith("Error: ") and "Hint: " in done.stderr and "Traceback" not in done.stderr
+    assert "internal error" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"] and snapshot(src) == before

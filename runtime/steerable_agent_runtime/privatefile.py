@@ -15,6 +15,7 @@ Guarantees of :func:`atomic_output`:
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from collections.abc import Iterator
@@ -32,7 +33,8 @@ def atomic_output(target: Path, *, force: bool) -> Iterator[tuple[Path, BinaryIO
     """Yield (temp path, open binary file) beside ``target``; publish it on normal exit.
 
     Raises SteerableError when the temp file cannot be created (directory missing or not
-    writable), OutputExistsError when the target appeared meanwhile and not ``force``.
+    writable) or cannot be written (disk full, file too large, read-only or failing file
+    system: WRITE_ERRNOS), OutputExistsError when the target appeared meanwhile and not ``force``.
     """
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
@@ -46,9 +48,18 @@ def atomic_output(target: Path, *, force: bool) -> Iterator[tuple[Path, BinaryIO
             fh.flush()
             os.fsync(fh.fileno())
         publish(tmp, target, force=force)
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        raise SteerableError(f"cannot write {target}: {exc.strerror}; nothing was published", path=str(target),
+                             hint="free space where the output goes, or write it elsewhere") from None
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+"""Errors of writing a file (the disk, not the program): reported as one line, not as a bug."""
 
 
 def publish(tmp: Path, target: Path, *, force: bool) -> None:

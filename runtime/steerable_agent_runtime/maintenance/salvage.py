@@ -55,7 +55,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import DatabaseDamagedError, NotAStoreError
+from ..errors import DatabaseDamagedError, NotAStoreError, SteerableError
+from ..privatefile import WRITE_ERRNOS
 from ..storage.markers import has_wal_content, wal_path
 from ..storage.schema import APPLICATION_ID
 from .readonly import copy_private, fingerprint, private_temp_base
@@ -124,6 +125,25 @@ def salvage(path: str | os.PathLike[str], out: str | os.PathLike[str], *, rebuil
     out_path = check_target(out, force=force, sources=sources)
     rebuild_path = check_target(rebuild, force=force, sources=sources) if rebuild is not None else None
     step = progress or no_progress
+    try:
+        return _attempts(source, out_path, rebuild_path, force, step)
+    except (sqlite3.OperationalError, OSError) as exc:  # writing salvage's own files: the source is only read
+        if not _disk_trouble(exc):
+            raise
+        raise SteerableError(f"salvage cannot write its work files: {getattr(exc, 'strerror', None) or exc};"
+                             " nothing was published", path=str(source),
+                             hint="free space in the temp directory (or point TMPDIR elsewhere) and where the"
+                                  " output goes") from None
+
+
+def _disk_trouble(exc: BaseException) -> bool:
+    """A full, failing or read-only disk (OSError WRITE_ERRNOS, SQLite FULL/IOERR), not a bug."""
+    if isinstance(exc, sqlite3.Error):
+        return exc.sqlite_errorname == "SQLITE_FULL" or exc.sqlite_errorname.startswith("SQLITE_IOERR")
+    return isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS
+
+
+def _attempts(source: Path, out_path: Path, rebuild_path: Path | None, force: bool, step: Progress) -> SalvageReport:
     for attempt in range(_ATTEMPTS):
         # In place (no copy: a big store needs no twice its size in free space) only the
         # first time, and only for a lone db file (the -wal needs SQLite's WAL reader, which
@@ -273,6 +293,8 @@ def _fast_path() -> Iterator[None]:
     try:
         yield
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL":
+            raise  # the spool's disk is full: not damage in the source (salvage() reports it)
         raise _FastPathFailed(str(exc)) from exc
 
 
