@@ -139,6 +139,28 @@ def test_unreadable_file_cannot_run_exit_3_and_nothing_changes(command):
         shutil.rmtree(base)
 
 
+@pytest.mark.parametrize("command", [
+    lambda db, base: ["salvage", db, "--out", base / "out.jsonl"],
+    lambda db, base: ["traces", db, "--out", base / "out.json"],
+    lambda db, base: ["compact", db, "--traces-older-than", "30d"],
+    lambda db, base: ["archive", db, "--to", base / "archive.db", "--older-than", "30d"],
+], ids=["salvage", "traces", "compact", "archive"])
+def test_unreadable_file_other_jobs_cannot_run_exit_3_and_nothing_changes(command):
+    base = Path(tempfile.mkdtemp(prefix="steerable-unreadable-"))
+    try:
+        base.chmod(0o777)  # outputs could be written: only the source is unreadable
+        db = base / "sessions.db"
+        shutil.copyfile(HEALTHY, db)
+        db.chmod(0o600)  # owned by root: uid 65534 may not read it
+        before = snapshot(base)
+        result = _Result(_invoke_as_nobody([str(a) for a in command(db, base)]))
+        assert_refused(result, 3)
+        assert "cannot read" in result.stderr
+        assert snapshot(base) == before
+    finally:
+        shutil.rmtree(base)
+
+
 @pytest.mark.parametrize("args", [
     ["check", str(HEALTHY), "--max-per-code", "-1"],
     ["check", str(HEALTHY), "--wal-threshold", "lots"],

@@ -17,7 +17,7 @@ from .options import duration_option, render_findings
                     "created if missing, appended to otherwise). Copy, verify, then delete: a crash loses "
                     "nothing and a re-run converges. Exit: 0 done; 1 some chat conflicted (see findings); "
                     "2 bad arguments; 3 cannot run (not a store, lease held, newer schema).")
-@click.argument("db", type=click.Path(path_type=str))
+@click.argument("db", type=click.Path(path_type=str, readable=False))  # the library says why it cannot read
 @click.option("--to", "to", required=True, type=click.Path(path_type=str), metavar="ARCHIVE.db",
               help="The archive store (created 0600 if missing).")
 @duration_option("--older-than", "Move chats with nothing newer than this (45m, 12h, 30d, 2w).")

@@ -15,7 +15,7 @@ from .options import duration_option, human_bytes
 @click.command(help="Prune traces (with spans and events) older than a cutoff, then VACUUM. "
                     "Sessions, messages and history are never touched. "
                     "Exit: 0 done; 2 bad arguments; 3 cannot run (not a store, lease held, newer schema).")
-@click.argument("db", type=click.Path(dir_okay=True, path_type=str))
+@click.argument("db", type=click.Path(dir_okay=True, path_type=str, readable=False))  # the library says why
 @duration_option("--traces-older-than", "Prune traces that started longer ago than this (45m, 12h, 30d, 2w).")
 @click.option("--dry-run", is_flag=True, help="Count what would be pruned; change nothing.")
 @click.option("--no-vacuum", is_flag=True, help="Skip the VACUUM (free pages stay in the file for reuse).")

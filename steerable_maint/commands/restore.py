@@ -15,7 +15,7 @@ from .options import render_findings
 @click.command(help="Move one chat from ARCHIVE.db back into the store DB (copy, verify, then delete from "
                     "the archive). Exit: 0 done (or already restored); 1 conflict (see findings); "
                     "2 bad arguments or unknown chat; 3 cannot run (not a store, lease held, newer schema).")
-@click.argument("archive_db", metavar="ARCHIVE.db", type=click.Path(path_type=str))
+@click.argument("archive_db", metavar="ARCHIVE.db", type=click.Path(path_type=str, readable=False))
 @click.option("--to", "to", required=True, type=click.Path(path_type=str), metavar="DB", help="The store to restore into.")
 @click.option("--chat", "chat_id", required=True, metavar="CHAT_ID", help="The chat to bring back.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")

@@ -15,7 +15,7 @@ _SOURCES = ("btree", "unallocated", "freelist", "wal")
                     "refuses the file; never writes the source. --rebuild writes a fresh store from the "
                     "newest verified copy of each row. Exit: 0 all recovered and verified; 1 rows lost "
                     "or unverified; 2 bad arguments; 3 cannot run (not a store, output exists, lease held).")
-@click.argument("db", type=click.Path(dir_okay=True, path_type=str))
+@click.argument("db", type=click.Path(dir_okay=True, path_type=str, readable=False))  # the library says why
 @click.option("--out", required=True, type=click.Path(path_type=str), help="The JSONL file to write (created 0600).")
 @click.option("--rebuild", type=click.Path(path_type=str), default=None, help="Also write a fresh store here.")
 @click.option("--force", is_flag=True, help="Replace existing output files.")

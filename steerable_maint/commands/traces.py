@@ -29,7 +29,7 @@ def _render(report: TracesReport) -> None:
 
 
 @click.command()
-@click.argument("db", type=click.Path(path_type=Path))
+@click.argument("db", type=click.Path(path_type=Path, readable=False))  # the library says why it cannot read
 @click.option("--session", "session_id", metavar="ID", help="Only the traces of this session.")
 @click.option("--chat", "chat_id", metavar="ID", help="Only the traces of this chat.")
 @click.option("--since", metavar="AGE|TIME", help="Only traces started since: 45m, 12h, 7d, 2w, or an ISO time.")

@@ -204,11 +204,13 @@ class _Snapshot:
         """A private copy of db and -wal in ``tmp``; _SourceMoved if the source changed meanwhile."""
         before = _fingerprints(source)
         db = tmp / "store.db"
-        copy_private(source, db)
-        wal = None
-        if wal_path(source).is_file():
-            wal = wal_path(db)
-            copy_private(wal_path(source), wal)
+        wal = wal_path(db) if wal_path(source).is_file() else None
+        try:
+            copy_private(source, db)
+            if wal is not None:
+                copy_private(wal_path(source), wal)
+        except FileNotFoundError:  # the app closed and removed its -wal meanwhile
+            raise _SourceMoved() from None
         if _fingerprints(source) != before:
             raise _SourceMoved()
         return cls(db, wal, db.as_uri() + "?mode=ro")
@@ -253,9 +255,18 @@ def _check_source(path: Path) -> Path:
         raise NotAStoreError(f"{path}: no such file", path=str(path), hint="check the path") from None
     if not stat.S_ISREG(st.st_mode):
         raise NotAStoreError(f"{path}: not a regular file", path=str(path), hint="pass the database file itself")
-    if st.st_size == 0 and not os.path.exists(f"{path}-wal"):
+    if st.st_size == 0 and not wal_path(path).exists():
         raise NotAStoreError(f"{path}: empty file and no -wal beside it; nothing to salvage", path=str(path),
                              hint="pass the app's database file")
+    for name in (path, wal_path(path)):
+        try:
+            with open(name, "rb"):
+                pass
+        except FileNotFoundError:
+            pass  # no -wal
+        except OSError as exc:
+            raise NotAStoreError(f"{name}: cannot read: {exc.strerror}", path=str(path),
+                                 hint="run as the user that owns the file, or copy it somewhere readable") from None
     return path
 
 
