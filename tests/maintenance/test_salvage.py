@@ -154,6 +154,18 @@ def test_output_that_is_the_source_is_refused_even_with_force(store) -> None:
     assert db.read_bytes() == before
 
 
+@pytest.mark.parametrize("name", ["sessions.db-wal", "sessions.db-shm", "sessions.db-journal", "sessions.lock"])
+def test_output_that_is_one_of_the_stores_files_is_refused_even_with_force(store, name) -> None:
+    db, _ = store
+    (db.parent / "sessions.lock").write_bytes(b"123\n")  # as the app's lease leaves it
+    before = _digest(db.parent)
+    with pytest.raises(OutputExistsError, match="one of its files"):
+        salvage(db, db.parent / name, force=True)
+    with pytest.raises(OutputExistsError, match="one of its files"):
+        salvage(db, db.parent / "out.jsonl", rebuild=db.parent / name, force=True)
+    assert _digest(db.parent) == before and sorted(os.listdir(db.parent)) == ["sessions.db", "sessions.lock"]
+
+
 @pytest.mark.parametrize("content", [None, b"", b"this is not sqlite" * 500])
 def test_not_a_store_is_refused(tmp_path: Path, content: bytes | None) -> None:
     path = tmp_path / "x.db"

@@ -121,9 +121,8 @@ def salvage(path: str | os.PathLike[str], out: str | os.PathLike[str], *, rebuil
             force: bool = False, progress: Progress | None = None) -> SalvageReport:
     """Salvage the store at ``path`` into the JSONL file ``out`` (and a fresh store ``rebuild``)."""
     source = _check_source(Path(path))
-    sources = [source, wal_path(source)]
-    out_path = check_target(out, force=force, sources=sources)
-    rebuild_path = check_target(rebuild, force=force, sources=sources) if rebuild is not None else None
+    out_path = check_target(out, force=force, source=source)
+    rebuild_path = check_target(rebuild, force=force, source=source) if rebuild is not None else None
     step = progress or no_progress
     try:
         return _attempts(source, out_path, rebuild_path, force, step)

@@ -28,12 +28,13 @@ from ..storage.lease import WriteLease
 from ..storage.schema import TABLES, create_schema
 from .salvage_rows import expected_columns, indexed_values, parsed_valid, row_valid
 from .salvage_spool import Copy, Spool, live_copies_sql, live_rows_sql
+from .storefiles import is_store_file
 
-def check_target(target: str | os.PathLike[str], *, force: bool, sources: list[Path]) -> Path:
+def check_target(target: str | os.PathLike[str], *, force: bool, source: Path) -> Path:
     """Validate an output path before any work is done; return it as a Path."""
     path = Path(target)
-    if any(_same_file(path, src) for src in sources):
-        raise OutputExistsError(f"{path}: is the database being salvaged", path=str(path),
+    if is_store_file(path, source):
+        raise OutputExistsError(f"{path}: is the database being salvaged or one of its files", path=str(path),
                                 hint="write the output somewhere else; salvage never writes its source")
     if os.path.lexists(path) and (not force or path.is_dir()):
         raise OutputExistsError(f"{path}: already exists", path=str(path))
@@ -41,13 +42,6 @@ def check_target(target: str | os.PathLike[str], *, force: bool, sources: list[P
         raise NotAStoreError(f"{path}: directory {path.parent} does not exist", path=str(path),
                              hint="create the directory first, or choose another output path")
     return path
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 TALLY_FIELDS = ("copies", "superseded", "uncommitted", "keys", "verified", "invalid")

@@ -25,6 +25,23 @@ from ..storage.lease import WriteLease, lock_path_for
 from ..storage.markers import check_markers, has_wal_content, precheck_wal_markers, wal_path
 
 
+def is_store_file(path: str | os.PathLike[str], db: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is the store at ``db`` or one of its files (-wal, -shm, -journal, the
+    lease's lock file), by name or through a link: an output must never be written there."""
+    store = Path(db).resolve()
+    parts = {store, *(store.with_name(store.name + s) for s in ("-wal", "-shm", "-journal")), lock_path_for(store)}
+    target = Path(path)
+    if target.resolve() in parts:
+        return True
+    for part in parts:
+        try:
+            if os.path.samefile(target, part):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def store_bytes(path: str | os.PathLike[str]) -> int:
     """Bytes on disk of the db plus its ``-wal`` (0 for a file that does not exist)."""
     total = 0

@@ -47,6 +47,7 @@ from ..storage.schema import row_checksum
 from .duration import HINT as DURATION_HINT
 from .duration import cutoff_timestamp, parse_duration
 from .readonly import open_readonly
+from .storefiles import is_store_file
 from .report import Finding, JobReport, Progress, no_progress
 
 M = TypeVar("M", bound=WireModel)
@@ -142,10 +143,7 @@ def read_bundles(db: str | os.PathLike[str], *, session_id: str | None = None, c
 
 # writing a file -------------------------------------------------------------------------
 def _refuse_store_paths(out: Path, db: Path) -> None:
-    store = db.resolve()
-    forbidden = {store, *(store.with_name(store.name + s) for s in ("-wal", "-shm", "-journal")),
-                 store.with_suffix(".lock")}
-    if out.resolve() in forbidden:
+    if is_store_file(out, db):
         raise UsageError(f"--out {out} is the store or one of its files", hint="write the export elsewhere")
 
 
