@@ -90,3 +90,40 @@ def test_archive_refused_by_a_held_store_lease_creates_no_archive(files, tmp_pat
     finally:
         _release(holder)
     assert not (tmp_path / "new-archive.db").exists()
+
+
+LEASE_ONLY = """
+import sys
+from steerable_agent_runtime.storage.lease import WriteLease
+lease = WriteLease(sys.argv[1]).acquire()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("job", ["archive", "restore"])
+def test_a_refused_destination_leaves_the_source_and_its_pending_wal_untouched(tmp_path, job):
+    """The destination is claimed before the source is opened: opening and closing the source
+    for writing would checkpoint its -wal into the db file (and delete the -wal)."""
+    import shutil
+
+    from tests.maintenance.conftest import FIXTURES
+
+    source = tmp_path / "sessions.db"
+    for suffix in ("", "-wal"):
+        shutil.copyfile(FIXTURES / "wal-pending" / f"sessions.db{suffix}", f"{source}{suffix}")
+    other = tmp_path / "other.db"
+    make_store(other, [ChatSpec(0)])
+    holder = subprocess.Popen([sys.executable, "-c", LEASE_ONLY, str(other)], cwd=REPO, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready", holder.stderr.read()
+        before = file_bytes(source)
+        assert before["-wal"]
+        argv = (["archive", str(source), "--to", str(other), "--older-than", "30d"] if job == "archive"
+                else ["restore", str(source), "--to", str(other), "--chat", "chat-0000"])
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == 3 and f"pid {holder.pid}" in result.stderr, result.output
+        assert file_bytes(source) == before
+    finally:
+        _release(holder)

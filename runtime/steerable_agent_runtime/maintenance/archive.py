@@ -40,12 +40,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from ..errors import UsageError
-from ..storage.fileprobe import probe
+from ..storage.fileprobe import FileProbe, probe
+from ..storage.markers import precheck_wal_markers
+from ..storage.newstore import create_store
 from .chatmove import (BatchResult, RowCounts, chats_in_destination, count_rows, drop_leftover_copies, load_batch,
                         move_batch, prepare)
 from .duration import cutoff_timestamp
 from .report import Finding, JobReport, Progress, no_progress
-from ..storage.newstore import create_store
 from .storefiles import attach, claim, open_store, refuse_same_store
 
 _CHAT_KEYS = (("sessions", "chat_id"), ("messages", "chat_id"), ("traces", "chat_id"), ("history", "record_id"))
@@ -94,28 +95,39 @@ class RestoreReport(JobReport):
 
 
 @contextmanager
-def _destination(conn: sqlite3.Connection, path: str | os.PathLike[str], *, create: bool,
-                 readonly: bool) -> Iterator[bool]:
-    """Claim ``path`` (lease), create it if missing and allowed, ATTACH it as ``dst``.
-
-    Yields whether it was created. In a dry run a missing archive is neither created, nor
-    locked, nor attached (yields False and ``dst`` does not exist).
-    """
+def _claimed(path: str | os.PathLike[str], *, create: bool, readonly: bool) -> Iterator[FileProbe | None]:
+    """Claim the destination ``path`` (probe, refuse, lease) before the source is opened, so a
+    refused destination leaves the source unopened (a writable open and close of the source
+    would checkpoint its -wal). Yields None in a dry run whose archive does not exist yet:
+    it is neither created, nor locked, nor attached."""
     if readonly and not Path(path).exists():
         probe(path, allow_missing=True)  # still refuse a path whose directory is missing
-        yield False
+        yield None
         return
     found, lease = claim(path, allow_missing=create)
     try:
-        if not found.exists:
-            create_store(path)
-        attach(conn, path, "dst", readonly=readonly)
-        try:
-            yield not found.exists
-        finally:
-            conn.execute("DETACH DATABASE dst")
+        if found.exists and not readonly:
+            precheck_wal_markers(path)  # a newer schema still in its -wal: refused before the source opens
+        yield found
     finally:
         lease.release()
+
+
+@contextmanager
+def _destination(conn: sqlite3.Connection, path: str | os.PathLike[str], found: FileProbe | None, *,
+                 readonly: bool) -> Iterator[bool]:
+    """Create the claimed destination if missing, ATTACH it as ``dst``; yields whether it was
+    created (False, and no ``dst``, for an unclaimed dry-run archive)."""
+    if found is None:
+        yield False
+        return
+    if not found.exists:
+        create_store(path)
+    attach(conn, path, "dst", readonly=readonly)
+    try:
+        yield not found.exists
+    finally:
+        conn.execute("DETACH DATABASE dst")
 
 
 def archive(path: str | os.PathLike[str], *, to: str | os.PathLike[str], older_than: timedelta,
@@ -128,8 +140,8 @@ def archive(path: str | os.PathLike[str], *, to: str | os.PathLike[str], older_t
                            cutoff=cutoff_timestamp(older_than, now))
     refuse_same_store(path, to)
     progress = progress or no_progress
-    with open_store(path, readonly=dry_run) as conn, \
-            _destination(conn, to, create=True, readonly=dry_run) as created:
+    with _claimed(to, create=True, readonly=dry_run) as found, open_store(path, readonly=dry_run) as conn, \
+            _destination(conn, to, found, readonly=dry_run) as created:
         report.archive_created = created
         prepare(conn)
         for page in _chat_pages(conn, batch_size):
@@ -227,7 +239,8 @@ def restore(archive_path: str | os.PathLike[str], *, to: str | os.PathLike[str],
     refuse_same_store(archive_path, to)
     report = RestoreReport(path=str(archive_path), target=str(to), chat_id=chat_id)
     progress = progress or no_progress
-    with open_store(archive_path) as conn, _destination(conn, to, create=False, readonly=False):
+    with _claimed(to, create=False, readonly=False) as found, open_store(archive_path) as conn, \
+            _destination(conn, to, found, readonly=False):
         prepare(conn)
         if _holds_chat(conn, "main", chat_id):
             _restore_chat(conn, report)

@@ -115,9 +115,8 @@ def open_store(path: str | os.PathLike[str], *, readonly: bool = False) -> Itera
 
 
 def attach(conn: sqlite3.Connection, path: str | os.PathLike[str], alias: str, *, readonly: bool) -> None:
-    """ATTACH an already-claimed store as ``alias`` and check its markers (FULL sync)."""
-    if not readonly:
-        precheck_wal_markers(path)
+    """ATTACH an already-claimed store as ``alias`` and check its markers (FULL sync). A
+    writer must have run precheck_wal_markers when it claimed it (archive does)."""
     conn.execute("ATTACH DATABASE ? AS " + alias, (_uri(path, readonly=readonly),))
     check_markers(conn, alias, path)
     if not readonly:
