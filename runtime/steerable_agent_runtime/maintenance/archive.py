@@ -47,7 +47,7 @@ from .chatmove import (BatchResult, RowCounts, chats_in_destination, count_rows,
                         move_batch, prepare)
 from .duration import cutoff_timestamp
 from .report import Finding, JobReport, Progress, no_progress
-from .storefiles import attach, claim, open_store, refuse_same_store
+from .storefiles import attach, claim, connection, held, refuse_same_store
 
 _CHAT_KEYS = (("sessions", "chat_id"), ("messages", "chat_id"), ("traces", "chat_id"), ("history", "record_id"))
 
@@ -96,8 +96,8 @@ class RestoreReport(JobReport):
 
 @contextmanager
 def _claimed(path: str | os.PathLike[str], *, create: bool, readonly: bool) -> Iterator[FileProbe | None]:
-    """Claim the destination ``path`` (probe, refuse, lease) before the source is opened, so a
-    refused destination leaves the source unopened (a writable open and close of the source
+    """Claim the destination ``path`` (probe, refuse, lease) before SQLite opens the source, so
+    a refused destination leaves the source unopened (a writable open and close of the source
     would checkpoint its -wal). Yields None in a dry run whose archive does not exist yet:
     it is neither created, nor locked, nor attached."""
     if readonly and not Path(path).exists():
@@ -140,8 +140,9 @@ def archive(path: str | os.PathLike[str], *, to: str | os.PathLike[str], older_t
                            cutoff=cutoff_timestamp(older_than, now))
     refuse_same_store(path, to)
     progress = progress or no_progress
-    with _claimed(to, create=True, readonly=dry_run) as found, open_store(path, readonly=dry_run) as conn, \
-            _destination(conn, to, found, readonly=dry_run) as created:
+    # Both files are claimed (probed, refused, leased) before SQLite opens either.
+    with held(path), _claimed(to, create=True, readonly=dry_run) as found, \
+            connection(path, readonly=dry_run) as conn, _destination(conn, to, found, readonly=dry_run) as created:
         report.archive_created = created
         prepare(conn)
         for page in _chat_pages(conn, batch_size):
@@ -239,8 +240,8 @@ def restore(archive_path: str | os.PathLike[str], *, to: str | os.PathLike[str],
     refuse_same_store(archive_path, to)
     report = RestoreReport(path=str(archive_path), target=str(to), chat_id=chat_id)
     progress = progress or no_progress
-    with _claimed(to, create=False, readonly=False) as found, open_store(archive_path) as conn, \
-            _destination(conn, to, found, readonly=False):
+    with held(archive_path), _claimed(to, create=False, readonly=False) as found, \
+            connection(archive_path, readonly=False) as conn, _destination(conn, to, found, readonly=False):
         prepare(conn)
         if _holds_chat(conn, "main", chat_id):
             _restore_chat(conn, report)

@@ -103,15 +103,28 @@ def connect(path: str | os.PathLike[str], *, readonly: bool) -> sqlite3.Connecti
 @contextmanager
 def open_store(path: str | os.PathLike[str], *, readonly: bool = False) -> Iterator[sqlite3.Connection]:
     """Claim ``path`` (probe, refuse, lease) and yield a connection; release both on exit."""
-    _, lease = claim(path)
+    with held(path), connection(path, readonly=readonly) as conn:
+        yield conn
+
+
+@contextmanager
+def held(path: str | os.PathLike[str]) -> Iterator[FileProbe]:
+    """Claim ``path`` (probe, refuse, lease; SQLite does not open it) until exit."""
+    found, lease = claim(path)
     try:
-        conn = connect(path, readonly=readonly)
-        try:
-            yield conn
-        finally:
-            conn.close()
+        yield found
     finally:
         lease.release()
+
+
+@contextmanager
+def connection(path: str | os.PathLike[str], *, readonly: bool) -> Iterator[sqlite3.Connection]:
+    """A connection to a store this process holds (see ``held``), closed on exit."""
+    conn = connect(path, readonly=readonly)
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 def attach(conn: sqlite3.Connection, path: str | os.PathLike[str], alias: str, *, readonly: bool) -> None:

@@ -46,7 +46,7 @@ from ..privatefile import atomic_output
 from ..storage.schema import row_checksum
 from .duration import HINT as DURATION_HINT
 from .duration import cutoff_timestamp, parse_duration
-from .readonly import open_readonly
+from .readonly import read_store
 from .storefiles import is_store_file
 from .report import Finding, JobReport, Progress, no_progress
 
@@ -128,17 +128,17 @@ def _read_bundle(conn: sqlite3.Connection, trace: HarnessTrace) -> TraceBundle:
 def read_bundles(db: str | os.PathLike[str], *, session_id: str | None = None, chat_id: str | None = None,
                  since: str | None = None, progress: Progress = no_progress) -> list[TraceBundle]:
     """Every stored trace matching the filters (``since``: normalised timestamp, inclusive on
-    started_at), with its spans and events, ordered by (started_at, trace_id). Read-only."""
-    with open_readonly(db) as conn:
-        try:
-            traces = _select_traces(conn, session_id, chat_id, since)
-            bundles = []
-            for done, trace in enumerate(traces, start=1):
-                bundles.append(_read_bundle(conn, trace))
-                progress("read traces", done, len(traces))
-        except sqlite3.DatabaseError as exc:
-            raise DatabaseDamagedError(f"{db}: SQLite cannot read the traces: {exc}", path=str(db)) from None
-    return bundles
+    started_at), with its spans and events, ordered by (started_at, trace_id). Read-only, on
+    one snapshot (readonly.read_store: re-read if a checkpoint overtook an immutable read)."""
+    def read(conn: sqlite3.Connection) -> list[TraceBundle]:
+        traces = _select_traces(conn, session_id, chat_id, since)
+        bundles = []
+        for done, trace in enumerate(traces, start=1):
+            bundles.append(_read_bundle(conn, trace))
+            progress("read traces", done, len(traces))
+        return bundles
+
+    return read_store(db, read)
 
 
 # writing a file -------------------------------------------------------------------------
