@@ -71,6 +71,10 @@ def run_job(call: Callable[[Callable[[str, int, int | None], None]], R], *, as_j
     try:
         with progress_bar() as progress:
             report = call(progress)
+        if as_json:
+            click.echo(report.model_dump_json(indent=2))
+        else:
+            render(report)
     except SteerableError as exc:
         raise fail(exc.message, exc.hint, exc.exit_code) from None
     except KeyboardInterrupt:
@@ -80,10 +84,6 @@ def run_job(call: Callable[[Callable[[str, int, int | None], None]], R], *, as_j
             traceback.print_exc()
         raise fail(f"internal error: {type(exc).__name__}: {exc}",
                    "this is a bug; re-run with STEERABLE_DEBUG=1 and report the traceback", EXIT_INTERNAL) from None
-    if as_json:
-        click.echo(report.model_dump_json(indent=2))
-    else:
-        render(report)
     code = exit_code(report) if exit_code else getattr(report, "exit_code", EXIT_OK)
     if code:
         raise click.exceptions.Exit(code)

@@ -152,3 +152,25 @@ def test_undecodable_session_row_is_a_finding_not_a_crash(fixture_copy):
     assert report.sessions == [] and [f.code for f in report.findings] == ["row-json-invalid"]
     result = run(db, "invoice", "--json")
     assert result.exit_code == 1 and json.loads(result.stdout)["findings"][0]["key"] == "s-alpha-1"
+
+
+@pytest.mark.parametrize("data", [
+    {"sessionId": "s-chat-1-0", "userId": "u", "chatId": "elsewhere", "currentStage": "x", "isActive": False,
+     "createdAt": "2026-03-01T00:00:01.000000Z", "updatedAt": "2026-03-01T00:00:01.000000Z"},  # column disagrees
+    {"sessionId": "s-chat-1-0", "chatId": "chat-1"},  # not a session's shape
+], ids=["column-mismatch", "invalid"])
+def test_a_session_whose_data_disagrees_is_left_out_and_named_not_a_crash(stores, tmp_path, data):
+    db = tmp_path / "s.db"
+    shutil.copyfile(stores["fts5"], db)
+    text = json.dumps(data, separators=(",", ":"))
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE sessions SET data = ?, crc = ? WHERE session_id = 's-chat-1-0'",
+                 (text, zlib.crc32(text.encode())))
+    conn.commit()
+    conn.close()
+    result = run(db, "apple")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "s-chat-1-0" in result.output and "s-chat-2-0" in result.stdout
+    report = search(db, "apple")
+    assert [s["sessionId"] for s in report.sessions] == ["s-chat-2-0", "s-chat-2-1"]
+    assert {f.code for f in report.findings} == {"row-column-mismatch" if "userId" in data else "row-invalid"}

@@ -28,6 +28,7 @@ from ..storage.search import matching_chats
 from .check_codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
+from .shapes import session_shape
 
 
 class SearchReport(JobReport):
@@ -83,8 +84,17 @@ def _sessions(conn: ReadOnlyConnection, chat_id: str, log: FindingLog) -> list[d
                     " not shown", table="sessions", key=session_id)
             continue
         try:
-            found.append(json.loads(data))
+            obj = json.loads(data)
         except ValueError as exc:
             log.add("row-json-invalid", f"sessions {session_id!r}: data is not JSON ({exc}); not shown",
                     table="sessions", key=session_id)
+            continue
+        problem = session_shape(obj) if type(obj) is dict else "data is not a JSON object"
+        if problem is not None:
+            log.add("row-invalid", f"sessions {session_id!r}: {problem}; not shown", table="sessions", key=session_id)
+        elif obj["chatId"] != chat_id:
+            log.add("row-column-mismatch", f"sessions {session_id!r}: its data names chat {obj['chatId']!r}, its"
+                    f" chat_id column {chat_id!r}; not shown", table="sessions", key=session_id)
+        else:
+            found.append(obj)
     return found
