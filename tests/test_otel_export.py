@@ -256,7 +256,8 @@ def test_endpoint_resolution_order():
     assert traces_url(None, {}) == "http://localhost:4318/v1/traces"
 
 
-@pytest.mark.parametrize("url", ["localhost:4318", "ftp://h/x", "http://", "http://u:secret@h:4318"])
+@pytest.mark.parametrize("url", ["localhost:4318", "ftp://h/x", "http://", "http://u:secret@h:4318", "http://h:99999",
+                                 "http://h:port"])
 def test_a_bad_endpoint_is_a_usage_error(url):
     with pytest.raises(UsageError):
         traces_url(url, {})

@@ -97,6 +97,11 @@ def _checked_url(url: str, source: str) -> str:
         # refused rather than used: the URL is printed in reports and errors
         raise UsageError(f"{source}: the URL carries credentials (user:password@)",
                          hint="put credentials in OTEL_EXPORTER_OTLP_HEADERS, e.g. authorization=Basic%20...")
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when asked
+    except ValueError:
+        raise UsageError(f"{source}: {url!r} has a port outside 0-65535",
+                         hint="pass the collector's OTLP/HTTP URL, e.g. http://localhost:4318") from None
     return url
 
 

@@ -12,11 +12,15 @@ that passes here is what the runtime's readers accept, up to timestamp syntax.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
-ROLES = frozenset({"user", "assistant", "tool", "system"})
-TRIGGERS = frozenset({"pressure", "overflow", "micro", "manual"})
-OUTCOMES = frozenset({None, "ok", "error", "budget_exhausted", "cancelled"})
+from ..history import CompactionBoundary
+from ..models import CHAT_ROLES, TraceOutcome
+
+ROLES = CHAT_ROLES
+TRIGGERS = frozenset(get_args(CompactionBoundary.model_fields["trigger"].annotation))
+OUTCOMES = frozenset({None, *get_args(TraceOutcome)})
+"""The models' closed sets, read from the models (a value added there is valid here too)."""
 
 Validator = Callable[[dict[str, Any]], "str | None"]
 
