@@ -161,6 +161,26 @@ def test_unreadable_file_other_jobs_cannot_run_exit_3_and_nothing_changes(comman
         shutil.rmtree(base)
 
 
+@pytest.mark.parametrize("command", [
+    lambda db, base: ["compact", db, "--traces-older-than", "30d"],
+    lambda db, base: ["archive", db, "--to", base / "archive.db", "--older-than", "30d"],
+], ids=["compact", "archive"])
+def test_a_store_that_cannot_be_written_is_exit_3_and_nothing_appears(command):
+    base = Path(tempfile.mkdtemp(prefix="steerable-readonly-"))
+    try:
+        base.chmod(0o777)  # the directory is open: only the db file is read-only for uid 65534
+        db = base / "sessions.db"
+        shutil.copyfile(HEALTHY, db)
+        db.chmod(0o644)
+        before = snapshot(base)
+        result = _Result(_invoke_as_nobody([str(a) for a in command(db, base)]))
+        assert_refused(result, 3)
+        assert "cannot write" in result.stderr
+        assert snapshot(base) == before  # no -wal, -shm, lock file or archive appeared
+    finally:
+        shutil.rmtree(base)
+
+
 @pytest.mark.parametrize("args", [
     ["check", str(HEALTHY), "--max-per-code", "-1"],
     ["check", str(HEALTHY), "--wal-threshold", "lots"],

@@ -104,7 +104,7 @@ def _claimed(path: str | os.PathLike[str], *, create: bool, readonly: bool) -> I
         probe(path, allow_missing=True)  # still refuse a path whose directory is missing
         yield None
         return
-    found, lease = claim(path, allow_missing=create)
+    found, lease = claim(path, allow_missing=create, write=not readonly)
     try:
         if found.exists and not readonly:
             precheck_wal_markers(path)  # a newer schema still in its -wal: refused before the source opens
@@ -141,7 +141,7 @@ def archive(path: str | os.PathLike[str], *, to: str | os.PathLike[str], older_t
     refuse_same_store(path, to)
     progress = progress or no_progress
     # Both files are claimed (probed, refused, leased) before SQLite opens either.
-    with held(path), _claimed(to, create=True, readonly=dry_run) as found, \
+    with held(path, write=not dry_run), _claimed(to, create=True, readonly=dry_run) as found, \
             connection(path, readonly=dry_run) as conn, _destination(conn, to, found, readonly=dry_run) as created:
         report.archive_created = created
         prepare(conn)
@@ -240,7 +240,7 @@ def restore(archive_path: str | os.PathLike[str], *, to: str | os.PathLike[str],
     refuse_same_store(archive_path, to)
     report = RestoreReport(path=str(archive_path), target=str(to), chat_id=chat_id)
     progress = progress or no_progress
-    with held(archive_path), _claimed(to, create=False, readonly=False) as found, \
+    with held(archive_path, write=True), _claimed(to, create=False, readonly=False) as found, \
             connection(archive_path, readonly=False) as conn, _destination(conn, to, found, readonly=False):
         prepare(conn)
         if _holds_chat(conn, "main", chat_id):

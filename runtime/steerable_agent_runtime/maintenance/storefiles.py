@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
-from ..errors import UsageError
+from ..errors import SteerableError, UsageError
 from ..storage.fileprobe import FileProbe, probe, refuse_foreign, refuse_newer_schema
 from ..storage.lease import WriteLease, lock_path_for
 from ..storage.markers import check_markers, has_wal_content, precheck_wal_markers, wal_path
@@ -53,15 +53,23 @@ def store_bytes(path: str | os.PathLike[str]) -> int:
     return total
 
 
-def claim(path: str | os.PathLike[str], *, allow_missing: bool = False) -> tuple[FileProbe, WriteLease]:
-    """Probe ``path``, refuse a foreign or newer file, then take its write lease.
+def claim(path: str | os.PathLike[str], *, allow_missing: bool = False,
+          write: bool = False) -> tuple[FileProbe, WriteLease]:
+    """Probe ``path``, refuse a foreign or newer file (and, to ``write``, one this process
+    may not write, or whose directory it may not write: SQLite creates -wal and -shm
+    there), then take its write lease.
 
-    Raises NotAStoreError, SchemaTooNewError (both before the lease), or
-    StoreAlreadyOwnedError naming the holder's pid.
+    Raises NotAStoreError, SchemaTooNewError, SteerableError (cannot write; all three
+    before the lease), or StoreAlreadyOwnedError naming the holder's pid.
     """
     found = probe(path, allow_missing=allow_missing)
     refuse_foreign(found, path)
     refuse_newer_schema(found, path)
+    if write:
+        for target in ((Path(path),) if found.exists else ()) + (Path(path).resolve().parent,):
+            if not os.access(target, os.W_OK):
+                raise SteerableError(f"{path}: cannot write {target}: permission denied; nothing was changed",
+                                     path=str(path), hint="run as the user that owns the store and its directory")
     return found, WriteLease(path).acquire()
 
 
@@ -103,14 +111,14 @@ def connect(path: str | os.PathLike[str], *, readonly: bool) -> sqlite3.Connecti
 @contextmanager
 def open_store(path: str | os.PathLike[str], *, readonly: bool = False) -> Iterator[sqlite3.Connection]:
     """Claim ``path`` (probe, refuse, lease) and yield a connection; release both on exit."""
-    with held(path), connection(path, readonly=readonly) as conn:
+    with held(path, write=not readonly), connection(path, readonly=readonly) as conn:
         yield conn
 
 
 @contextmanager
-def held(path: str | os.PathLike[str]) -> Iterator[FileProbe]:
+def held(path: str | os.PathLike[str], *, write: bool) -> Iterator[FileProbe]:
     """Claim ``path`` (probe, refuse, lease; SQLite does not open it) until exit."""
-    found, lease = claim(path)
+    found, lease = claim(path, write=write)
     try:
         yield found
     finally:
