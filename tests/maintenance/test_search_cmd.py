@@ -174,3 +174,20 @@ def test_a_session_whose_data_disagrees_is_left_out_and_named_not_a_crash(stores
     report = search(db, "apple")
     assert [s["sessionId"] for s in report.sessions] == ["s-chat-2-0", "s-chat-2-1"]
     assert {f.code for f in report.findings} == {"row-column-mismatch" if "userId" in data else "row-invalid"}
+
+
+def test_an_index_this_sqlite_cannot_read_falls_back_to_like_in_the_runtime_and_the_tool(stores, tmp_path):
+    """A store made by a build with FTS5, read by a SQLite without the module: both the
+    runtime and steerable-maint search by substring instead of failing (one shared test,
+    schema.has_fts). Simulated with a virtual table of a module no SQLite has."""
+    db = tmp_path / "s.db"
+    shutil.copyfile(stores["like"], db)
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES ('table', 'messages_fts',"
+                 " 'messages_fts', 0, 'CREATE VIRTUAL TABLE messages_fts USING nosuchmodule(content)')")
+    conn.commit()
+    conn.close()
+    report = search(db, "apple")
+    assert report.engine == "like" and report.chats == ["chat-1", "chat-2"]
+    assert [s["sessionId"] for s in _runtime(db, "apple", 20)] == [s["sessionId"] for s in report.sessions]

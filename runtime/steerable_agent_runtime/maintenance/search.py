@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import zlib
 from typing import Any
 
@@ -53,7 +52,7 @@ def search(path: str | os.PathLike[str], query: str, *, limit: int = 20,
 
     def read(conn: ReadOnlyConnection) -> SearchReport:
         log, report = FindingLog(max_per_code=20), SearchReport(path=str(path), query=query, limit=limit)
-        report.engine, report.chats = matching_chats(conn, query, limit, fts=_fts_usable(conn))
+        report.engine, report.chats = matching_chats(conn, query, limit, fts=has_fts(conn))
         for done, chat_id in enumerate(report.chats):
             tick("sessions", done, len(report.chats))
             report.sessions.extend(_sessions(conn, chat_id, log))
@@ -61,17 +60,6 @@ def search(path: str | os.PathLike[str], query: str, *, limit: int = 20,
         return report
 
     return read_store(path, read)
-
-
-def _fts_usable(conn: ReadOnlyConnection) -> bool:
-    """Whether the store has its FTS5 index and this SQLite can read it."""
-    if not has_fts(conn):
-        return False
-    try:
-        conn.execute("SELECT 1 FROM messages_fts LIMIT 0")
-    except sqlite3.OperationalError:
-        return False  # "no such module: fts5": a SQLite built without it; fall back to LIKE
-    return True
 
 
 def _sessions(conn: ReadOnlyConnection, chat_id: str, log: FindingLog) -> list[dict[str, Any]]:

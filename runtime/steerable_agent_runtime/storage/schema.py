@@ -176,9 +176,16 @@ def fts5_available(conn: sqlite3.Connection) -> bool:
 
 
 def has_fts(conn: sqlite3.Connection) -> bool:
-    """Whether the store has its full-text index (absent when created without FTS5)."""
+    """Whether the store has its full-text index (absent when created without FTS5) and this
+    SQLite can read it (a build without the fts5 module cannot: search then falls back)."""
     row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'").fetchone()
-    return row is not None
+    if row is None:
+        return False
+    try:
+        conn.execute("SELECT 1 FROM messages_fts LIMIT 0")
+    except sqlite3.OperationalError:
+        return False  # "no such module: fts5"
+    return True
 
 
 def create_schema(conn: sqlite3.Connection) -> None:
