@@ -85,7 +85,7 @@ class ReadOnlyConnection(sqlite3.Connection):
         conn = sqlite3.connect(self.uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
                                check_same_thread=False)
         conn.strategy, conn.source, conn.uri = self.strategy, self.source, self.uri
-        conn.text_factory = _lenient_text
+        conn.text_factory = lenient_text
         conn.execute("PRAGMA query_only = 1")
         return conn
 
@@ -205,11 +205,11 @@ def _connect(db: Path, strategy: str, source: Path, extra: str = "") -> ReadOnly
     conn = sqlite3.connect(uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
                            check_same_thread=False)
     conn.strategy, conn.source, conn.uri = strategy, source, uri
-    conn.text_factory = _lenient_text
+    conn.text_factory = lenient_text
     return conn
 
 
-def _lenient_text(raw: bytes) -> str:
+def lenient_text(raw: bytes) -> str:
     """TEXT as str; damaged UTF-8 shows as U+FFFD instead of failing the whole read.
 
     (Row data is read as BLOB and checked against its CRC-32, so nothing is hidden: a key

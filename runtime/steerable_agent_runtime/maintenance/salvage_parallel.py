@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 from ..errors import SteerableError
 from ..storage.schema import row_checksum
 from .forkpool import fork_pool, fork_workers, rowid_ranges
+from .readonly import lenient_text
 from .salvage_output import Tally, merge_tally, write_live
 from .salvage_spool import Spool
 
@@ -139,7 +140,7 @@ _worker: dict[str, Any] = {}
 def _start_worker(uri: str, fd: int, turn: _Turn) -> None:
     """Worker start: open the store read-only (after the fork: never share a connection)."""
     conn = sqlite3.connect(uri, uri=True)
-    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    conn.text_factory = lenient_text
     conn.create_function("row_crc", 1, row_checksum, deterministic=True)
     _worker.update(conn=conn, fd=fd, turn=turn)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..storage.schema import TABLES, row_checksum
+from .readonly import lenient_text
 from .salvage_rows import INDEXED, Row
 
 LIVE, UNALLOCATED, STALE = 3_000_000_000, 2_000_000_000, 0
@@ -85,7 +86,7 @@ class Spool:
         self.conn.executescript(_SCHEMA)
         # A damaged text column may hold invalid UTF-8: read it with replacement characters
         # (as the page reader does) instead of failing the whole export.
-        self.conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        self.conn.text_factory = lenient_text
         self.src_uri = ""
         """The URI ``src`` was attached with (export workers open the same)."""
         self.live_tables: list[str] = []

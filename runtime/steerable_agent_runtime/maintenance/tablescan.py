@@ -29,6 +29,7 @@ from typing import Any
 from ..storage.schema import TABLES
 from .check_codes import FindingLog
 from .forkpool import fork_pool, fork_workers, rowid_ranges
+from .readonly import lenient_text
 from .rowcheck import RecordStats, scan_entities, scan_history
 
 
@@ -166,7 +167,7 @@ _worker: dict[str, Any] = {}
 def _start_worker(uri: str, max_per_code: int) -> None:
     """Worker start: open the snapshot read-only (after the fork: never share a connection)."""
     conn = sqlite3.connect(uri, uri=True, isolation_level=None)
-    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    conn.text_factory = lenient_text
     _worker.update(conn=conn, max_per_code=max_per_code)
 
 
