@@ -191,3 +191,17 @@ class LLMMessage(WireModel):
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+
+
+class ToolCall(WireModel):
+    """One tool call in the provider-neutral shape ``{id, name, arguments}``.
+
+    ``id`` is the wire's call id (OpenAI ``tool_calls[].id``, Responses ``call_id``, Anthropic
+    ``tool_use.id``; Gemini sends none, so its adapter generates one unique within the
+    response). ``arguments`` is always a decoded JSON object. ``LLMMessage.tool_calls`` holds
+    these as their wire dicts (``ToolCall.to_wire()``), also in the history record.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = {}

@@ -1,0 +1,44 @@
+"""LLM providers: the protocol, the chunk and usage types, errors, retries, and four wire adapters.
+
+The adapters import httpx and are loaded on first use (``from steerable_agent_runtime.llm
+import AnthropicProvider`` imports only that module), so importing this package stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..models import ToolCall
+from .errors import RETRYABLE_KINDS, LLMError, LLMErrorKind
+from .retry import RetryPolicy
+from .types import CacheRetention, FinishReason, LLMProvider, LLMStreamChunk, LLMUsage, collect
+
+# Public name -> module that defines it, imported when first asked for.
+_LAZY = {
+    "classify_http_error": ".classify",
+    "classify_error_body": ".classify",
+    "SSEDecoder": ".sse",
+    "SSEMessage": ".sse",
+    "OpenAICompatProvider": ".openai_compat",
+    "OpenAIResponsesProvider": ".openai_responses",
+    "AnthropicProvider": ".anthropic",
+    "GoogleGenAIProvider": ".gemini",
+    "CacheControlProvider": ".cache_control",
+    "ScriptedProvider": ".scripted",
+    "ScriptedResponse": ".scripted",
+}
+
+__all__ = [
+    "CacheRetention", "FinishReason", "LLMError", "LLMErrorKind", "LLMProvider", "LLMStreamChunk", "LLMUsage",
+    "RETRYABLE_KINDS", "RetryPolicy", "ToolCall", "collect", *sorted(_LAZY),
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
