@@ -1,16 +1,56 @@
-"""Tools: ToolCall, ToolResult, consent, and (issue 12) the ToolRouter."""
+"""Tools: ToolCall, ToolResult, consent, the ``@tool`` decorator and the ToolRouter.
+
+Guarantees of :meth:`ToolRouter.dispatch` (RUNTIME.md, "Tools"):
+- a ``local`` or ``destructive`` tool dispatched with ``consent_granted=False`` raises
+  :class:`ToolConsentError` naming the tool and its mode, and runs nothing;
+- every other outcome is a :class:`ToolResult`, never an exception: an unknown tool is a failed
+  result naming the closest names; arguments that fail the schema (or were not JSON at all) are a
+  failed result naming the argument, and the handler is not called; a handler exception is a
+  failed result with its message; a returned ToolResult is kept, a dict is kept as ``data``,
+  anything else becomes ``data``; data that is not JSON-serialisable is a failed result.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import asyncio
+import difflib
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from .errors import SteerableError
+from .errors import SteerableError, UsageError
 from .models import ToolCall
 
 ToolMode = Literal["read", "safe_write", "destructive", "local", "external"]
+TOOL_MODES: tuple[str, ...] = ("read", "safe_write", "destructive", "local", "external")
 CONSENT_MODES: frozenset[str] = frozenset({"local", "destructive"})
+
+RAW_ARGUMENTS_KEY = "__raw_arguments__"
+"""Key of the one-entry ``arguments`` dict a provider builds when the model's arguments are not
+a JSON object (see :func:`decode_arguments`); dispatch answers such a call with a failed result."""
+
+CONTEXT_PARAMETER = "context"
+"""A handler parameter of this name is not part of the schema: it receives dispatch's ``context``."""
+
+
+def decode_arguments(text: str | None) -> dict[str, Any]:
+    """Decode a tool call's argument text into the ``arguments`` dict of a ToolCall.
+
+    Empty text is ``{}``. Text that is not a JSON object comes back as
+    ``{RAW_ARGUMENTS_KEY: text}``, so the call still reaches the router, which answers it with a
+    failed result the model can read (never an exception in the provider).
+    """
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {RAW_ARGUMENTS_KEY: text}
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}
 
 
 class ToolResult(BaseModel):
@@ -23,6 +63,22 @@ class ToolResult(BaseModel):
     error: str | None = None
     needs_followup: bool = False
 
+    @classmethod
+    def failed(cls, error: str) -> ToolResult:
+        """A failed result carrying ``error`` (what the model reads)."""
+        return cls(success=False, error=error)
+
+    def to_content(self) -> str:
+        """The tool message content the model reads: compact JSON of success and data or error."""
+        body: dict[str, Any] = {"success": self.success}
+        if self.success:
+            body["data"] = self.data
+        else:
+            body["error"] = self.error
+        if self.needs_followup:
+            body["needsFollowup"] = True
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
 
 class ToolConsentError(SteerableError):
     """A ``local`` or ``destructive`` tool was dispatched without consent; nothing ran."""
@@ -30,4 +86,194 @@ class ToolConsentError(SteerableError):
     default_hint = "ask the user for approval and dispatch again with consent_granted=True"
 
 
-__all__ = ["CONSENT_MODES", "ToolCall", "ToolConsentError", "ToolMode", "ToolResult"]
+Handler = Callable[..., Any]
+
+
+@dataclass
+class ToolSpec:
+    """One registered tool: its handler, mode, and the argument model built from its type hints."""
+
+    name: str
+    description: str
+    mode: ToolMode
+    handler: Handler
+    arguments_model: type[BaseModel]
+    takes_context: bool
+
+    def describe(self) -> dict[str, Any]:
+        """The tool in OpenAI function form."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": _schema(self)}}
+
+
+def _schema(spec: ToolSpec) -> dict[str, Any]:
+    schema = spec.arguments_model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
+
+
+def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | None = None) -> ToolSpec:
+    """Build a ToolSpec from ``fn``'s signature: one schema field per parameter (hint and default).
+
+    Raises UsageError for an unknown mode, a ``*args``/``**kwargs`` parameter or a parameter
+    without a type hint (the schema could not say what the model must send).
+    """
+    tool_name = name or fn.__name__
+    if mode not in TOOL_MODES:
+        raise UsageError(f"tool {tool_name!r}: unknown mode {mode!r}", hint=f"use one of {', '.join(TOOL_MODES)}")
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    takes_context = False
+    for param in inspect.signature(fn).parameters.values():
+        if param.name == CONTEXT_PARAMETER:
+            takes_context = True
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise UsageError(f"tool {tool_name!r}: parameter {param.name!r} is variadic",
+                             hint="declare every argument as a named, typed parameter")
+        if param.name not in hints:
+            raise UsageError(f"tool {tool_name!r}: parameter {param.name!r} has no type hint",
+                             hint="annotate it (the JSON schema is built from the type hints)")
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hints[param.name], default)
+    model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    doc = description if description is not None else inspect.getdoc(fn) or ""
+    return ToolSpec(tool_name, doc, mode, fn, model, takes_context)  # type: ignore[arg-type]
+
+
+class ToolRouter:
+    """The registry of tools and the one place a call is validated and run."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+
+    def register(self, fn: Handler, *, description: str | None = None, mode: str = "read",
+                 name: str | None = None) -> ToolSpec:
+        """Register ``fn`` (async or plain function) as a tool; raises UsageError for a duplicate name."""
+        spec = build_spec(fn, description=description, mode=mode, name=name)
+        if spec.name in self._tools:
+            raise UsageError(f"tool {spec.name!r} is already registered", hint="give the tool another name")
+        self._tools[spec.name] = spec
+        return spec
+
+    @property
+    def names(self) -> list[str]:
+        """The registered tool names, in registration order."""
+        return list(self._tools)
+
+    def get(self, name: str) -> ToolSpec | None:
+        """The spec of tool ``name``, or None."""
+        return self._tools.get(name)
+
+    def mode_of(self, name: str) -> ToolMode | None:
+        """The mode of tool ``name`` (None when unknown)."""
+        spec = self._tools.get(name)
+        return spec.mode if spec else None
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every tool in OpenAI function form, in registration order."""
+        return [spec.describe() for spec in self._tools.values()]
+
+    async def dispatch(self, call: ToolCall, *, consent_granted: bool = False, context: Any = None) -> ToolResult:
+        """Run ``call`` and return its ToolResult (see the module docstring for every outcome).
+
+        Raises ToolConsentError (and runs nothing) for a ``local``/``destructive`` tool without consent.
+        """
+        spec = self._tools.get(call.name)
+        if spec is None:
+            return ToolResult.failed(self._unknown(call.name))
+        if spec.mode in CONSENT_MODES and not consent_granted:
+            raise ToolConsentError(f"tool {spec.name!r} (mode {spec.mode}) needs consent; nothing ran",
+                                   tool=spec.name, mode=spec.mode)
+        arguments = _validate(spec, call.arguments)
+        if isinstance(arguments, ToolResult):
+            return arguments
+        if spec.takes_context:
+            arguments[CONTEXT_PARAMETER] = context
+        try:
+            value = await _invoke(spec.handler, arguments)
+        except Exception as exc:  # noqa: BLE001 - a handler's failure is the model's to read, not the loop's
+            return ToolResult.failed(f"tool {spec.name!r} raised {type(exc).__name__}: {exc}")
+        return _as_result(spec.name, value)
+
+    async def execute(self, call: ToolCall, ctx: Any = None) -> ToolResult:
+        """Run ``call`` with consent already decided by the caller (the loop's tools interface).
+
+        ``ctx`` may carry ``consent_granted``; the consent rule of ``dispatch`` still applies.
+        """
+        granted = bool(getattr(ctx, "consent_granted", False))
+        return await self.dispatch(call, consent_granted=granted, context=ctx)
+
+    def _unknown(self, name: str) -> str:
+        close = difflib.get_close_matches(name, self._tools, n=3, cutoff=0.5)
+        if close:
+            return f"unknown tool {name!r}; did you mean {', '.join(close)}?"
+        known = ", ".join(self._tools) or "none"
+        return f"unknown tool {name!r}; available tools: {known}"
+
+
+def _validate(spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any] | ToolResult:
+    if RAW_ARGUMENTS_KEY in arguments:
+        raw = str(arguments[RAW_ARGUMENTS_KEY])[:200]
+        return ToolResult.failed(f"tool {spec.name!r}: arguments are not a JSON object: {raw!r}")
+    try:
+        parsed = spec.arguments_model.model_validate(arguments)
+    except ValidationError as exc:
+        problems = "; ".join(_problem(err) for err in exc.errors()[:5])
+        return ToolResult.failed(f"tool {spec.name!r}: invalid arguments: {problems}")
+    return {key: getattr(parsed, key) for key in type(parsed).model_fields}
+
+
+def _problem(err: Any) -> str:
+    where = ".".join(str(p) for p in err["loc"]) or "arguments"
+    return f"{where}: {err['msg']}"
+
+
+async def _invoke(handler: Handler, arguments: dict[str, Any]) -> Any:
+    if inspect.iscoroutinefunction(handler):
+        return await handler(**arguments)
+    value = await asyncio.to_thread(handler, **arguments)
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _as_result(name: str, value: Any) -> ToolResult:
+    if isinstance(value, ToolResult):
+        result = value
+    elif isinstance(value, BaseModel):
+        result = ToolResult(success=True, data=value.model_dump(mode="json", by_alias=True))
+    else:
+        result = ToolResult(success=True, data=value)
+    try:
+        json.dumps(result.data)
+    except (TypeError, ValueError) as exc:
+        return ToolResult.failed(f"tool {name!r} returned data that is not JSON-serialisable: {exc}")
+    return result
+
+
+def tool(*, router: ToolRouter | None = None, description: str | None = None, mode: str = "read",
+         name: str | None = None) -> Callable[[Handler], Handler]:
+    """Decorator registering the function as a tool of ``router`` (the function is returned unchanged).
+
+    With ``router=None`` the spec is only built and attached as ``fn.tool_spec`` (validated the
+    same way); register it later with ``router.register(fn, ...)``. Raises UsageError as
+    :meth:`ToolRouter.register` does.
+    """
+    def decorate(fn: Handler) -> Handler:
+        if router is not None:
+            spec = router.register(fn, description=description, mode=mode, name=name)
+        else:
+            spec = build_spec(fn, description=description, mode=mode, name=name)
+        fn.tool_spec = spec  # type: ignore[attr-defined]
+        return fn
+    return decorate
+
+
+__all__ = [
+    "CONSENT_MODES", "CONTEXT_PARAMETER", "RAW_ARGUMENTS_KEY", "TOOL_MODES", "ToolCall", "ToolConsentError",
+    "ToolMode", "ToolResult", "ToolRouter", "ToolSpec", "build_spec", "decode_arguments", "tool",
+]
