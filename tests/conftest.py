@@ -16,3 +16,29 @@ settings.register_profile("ci", max_examples=40, deadline=None,
 settings.register_profile("soak", max_examples=5000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# PostgreSQL: one throwaway cluster per session (tests/pgcluster.py), a fresh database per test.
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """The session's PostgreSQL server. Without one the test fails under CI=true and is
+    skipped locally, with a message naming how to get one."""
+    from tests.pgcluster import START_HINT, PgUnavailable, start_postgres
+
+    try:
+        server = start_postgres()
+    except PgUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required in CI: {exc}")
+        pytest.skip(f"no PostgreSQL: {exc} ({START_HINT})")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres) -> str:
+    """The URL of a fresh, empty database on the session's PostgreSQL (superuser, trusted)."""
+    return postgres.url(postgres.create_database())

@@ -128,3 +128,29 @@ class ExportError(SteerableError):
     """The trace exporter gave up (non-retryable status, or the deadline passed)."""
 
     default_hint = "check the collector endpoint and that it accepts OTLP/HTTP JSON"
+
+
+class StoreConnectionError(SteerableError):
+    """A database server store could not be reached: host, port or socket, a database that
+    does not exist, a server that went away mid-call. The URL's password is never shown."""
+
+    default_hint = "check the URL's host, port and database name, and that the server is running"
+
+
+class StoreAuthError(StoreConnectionError):
+    """The database server refused the URL's credentials."""
+
+    default_hint = "check the user name and password in the URL (the password is never shown)"
+
+
+class StoreServerError(SteerableError):
+    """The database server refused a statement for a reason other than the caller's input
+    (out of disk, permission on a table, a server-side limit); the SQLSTATE is in ``sqlstate``."""
+
+    default_hint = "see the database server's log for the statement's error"
+
+
+class ExtraNotInstalledError(SteerableError, ImportError):
+    """An optional part was used without its extra installed."""
+
+    default_hint = "pip install 'steerable-agent-runtime[sqlalchemy]'"

@@ -1,14 +1,20 @@
-"""A hypothesis state machine: the same random steps on InMemoryStorage and SqliteStorage agree."""
+"""A hypothesis state machine: the same random steps on every store agree.
+
+InMemoryStorage is the reference; SqliteStorage, SqlAlchemyStorage on sqlite+aiosqlite and
+SqlAlchemyStorage on PostgreSQL must give the same results and the same errors. All calls of
+one example run in one event loop (as in a server), so the SQLAlchemy pools are reused.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 from pathlib import Path
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from steerable_agent_runtime import InMemoryStorage, SqliteStorage, SteerableError
 from tests.helpers import boundary, event, item, message, run, seed, session, span, trace
@@ -24,28 +30,40 @@ entry = st.one_of(
 )
 
 
-def outcome(coro):
+def outcome(coro, loop=None):
     """Result of a call, or the error type and its structured fields, so failures compare too."""
     try:
-        return ("ok", run(coro))
+        return ("ok", run(coro) if loop is None else loop.run_until_complete(coro))
     except SteerableError as exc:
         return ("error", type(exc).__name__, exc.record_id, exc.seq)
 
 
+def without_at(result):
+    """History entries carry an `at` stamped by the clock when absent; compare without it."""
+    if result[0] == "ok" and isinstance(result[1], list) and result[1] and isinstance(result[1][0], dict):
+        return ("ok", [{k: v for k, v in e.items() if k != "at"} for e in result[1]])
+    return result
+
+
 class StoresAgree(RuleBasedStateMachine):
+    postgres_url: str | None = None  # set by the PostgreSQL test; its tables are emptied after each example
+
     def __init__(self):
         super().__init__()
         self.dir = Path(tempfile.mkdtemp())
+        self.loop = asyncio.new_event_loop()
         self.memory = InMemoryStorage()
-        self.sqlite = SqliteStorage(self.dir / "s.db", synchronous="NORMAL")
+        self.others = [SqliteStorage(self.dir / "s.db", synchronous="NORMAL")]
+        if self.postgres_url is not None:
+            from steerable_agent_runtime.storage.sqlalchemy import SqlAlchemyStorage
+
+            self.others.append(SqlAlchemyStorage(f"sqlite+aiosqlite:///{self.dir / 'sqla.db'}"))
+            self.others.append(SqlAlchemyStorage(self.postgres_url))
 
     def both(self, call):
-        left, right = outcome(call(self.memory)), outcome(call(self.sqlite))
-        if left[0] == "ok" and right[0] == "ok" and isinstance(left[1], list) and left[1] and isinstance(left[1][0], dict):
-            # history entries carry an `at` stamped by the clock when absent; compare without it
-            left = ("ok", [{k: v for k, v in e.items() if k != "at"} for e in left[1]])
-            right = ("ok", [{k: v for k, v in e.items() if k != "at"} for e in right[1]])
-        assert left == right
+        left = without_at(outcome(call(self.memory), self.loop))
+        for other in self.others:
+            assert without_at(outcome(call(other), self.loop)) == left, other
         return left
 
     @rule(sid=ids, chat=ids, active=st.booleans(), minute=minutes)
@@ -94,9 +112,32 @@ class StoresAgree(RuleBasedStateMachine):
             self.both(lambda s: s.history_checkpoint(record))
 
     def teardown(self):
-        run(self.sqlite.close())
+        for other in self.others:
+            self.loop.run_until_complete(other.close())
+        if self.postgres_url is not None:
+            self.loop.run_until_complete(empty_postgres(self.postgres_url))
+        self.loop.close()
         shutil.rmtree(self.dir)
+
+
+async def empty_postgres(url: str) -> None:
+    """Empty every table of the store at ``url`` (the next example starts from nothing)."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(url)
+    async with engine.begin() as conn:
+        await conn.execute(text("TRUNCATE sessions, messages, traces, spans, events, history RESTART IDENTITY"))
+    await engine.dispose()
 
 
 StoresAgree.TestCase.settings = settings(stateful_step_count=30, deadline=None)  # examples: the profile
 test_storages_agree = StoresAgree.TestCase
+
+
+def test_sqlalchemy_stores_agree(pg_url):
+    """The same machine with SqlAlchemyStorage on sqlite+aiosqlite and on PostgreSQL added."""
+    machine = type("StoresAgreeSql", (StoresAgree,), {"postgres_url": pg_url})
+    examples = settings().max_examples  # the profile's; the ci profile's 40 would take ~25 s here
+    run_state_machine_as_test(machine, settings=settings(max_examples=12 if examples <= 40 else examples,
+                                                         stateful_step_count=30, deadline=None))

@@ -16,9 +16,25 @@ from steerable_agent_runtime import (
 from tests.helpers import boundary, event, item, message, run, seed, session, span, trace
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+STORES = ["memory", "sqlite", "sqla-sqlite", "sqla-postgres"]
+
+
+def make_store(kind: str, request: pytest.FixtureRequest, tmp_path) -> StorageAdapter:
+    """A fresh, empty store of ``kind`` (PostgreSQL: a new database on the session's cluster)."""
+    if kind == "memory":
+        return InMemoryStorage()
+    if kind == "sqlite":
+        return SqliteStorage(tmp_path / "sessions.db")
+    from steerable_agent_runtime.storage.sqlalchemy import SqlAlchemyStorage
+
+    if kind == "sqla-sqlite":
+        return SqlAlchemyStorage(f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}")
+    return SqlAlchemyStorage(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[StorageAdapter]:
-    s: StorageAdapter = InMemoryStorage() if request.param == "memory" else SqliteStorage(tmp_path / "sessions.db")
+    s = make_store(request.param, request, tmp_path)
     yield s
     run(s.close())
 

@@ -15,6 +15,8 @@ their messages match.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..errors import UsageError
 
@@ -44,11 +46,15 @@ def matching_chats(conn: sqlite3.Connection, query: str, limit: int, *, fts: boo
             if any(word in str(exc) for word in _DAMAGE_WORDS):
                 raise
             raise UsageError(f"search query rejected: {exc}", hint=QUOTE_HINT) from None
-    pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    return "like", _first_chats(conn.execute(_LIKE_SQL, (pattern,)), limit)
+    return "like", _first_chats(conn.execute(_LIKE_SQL, (like_pattern(query),)), limit)
 
 
-def _first_chats(rows: sqlite3.Cursor, limit: int) -> list[str]:
+def like_pattern(query: str) -> str:
+    """The LIKE pattern matching ``query`` as a substring (``%``, ``_`` and ``\\`` literal)."""
+    return "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _first_chats(rows: Iterable[Sequence[Any]], limit: int) -> list[str]:
     chats: list[str] = []
     for (chat_id,) in rows:
         if chat_id not in chats:

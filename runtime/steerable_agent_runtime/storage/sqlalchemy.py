@@ -1,0 +1,550 @@
+"""SqlAlchemyStorage: the StorageAdapter on async SQLAlchemy 2.x, for servers (extra ``[sqlalchemy]``).
+
+``SqlAlchemyStorage(url)`` takes ``postgresql+asyncpg://`` (``postgresql://`` means asyncpg),
+``postgresql+psycopg://`` (psycopg 3 installed separately) or ``sqlite+aiosqlite:///PATH``
+(``sqlite:///PATH`` means aiosqlite). Rows are SqliteStorage's: the entity's canonical JSON
+in ``data``, its CRC-32 in ``crc``, the filter fields in indexed columns (storage/schema.py;
+the PostgreSQL types in storage/pgschema.py), so rows move between stores byte for byte.
+On SQLite the file is exactly a SqliteStorage store (same DDL, FTS5 index and header
+markers), but no write lease is taken: SQLite's own locks serialise writers.
+
+Guarantees:
+- Opening: the constructor connects to nothing. The first call (or ``await open()``, or
+  ``async with``) connects, checks the markers and, on an empty database, creates the schema
+  in one transaction (``create=False`` refuses instead; ``await create_schema()`` creates
+  explicitly, idempotently). A database whose tables belong to something else
+  (NotAStoreError), a newer schema (SchemaTooNewError), an unreachable server or missing
+  database (StoreConnectionError), wrong credentials (StoreAuthError): one error each,
+  raised before anything is created or changed. The URL's password never appears in an
+  error message (and SQLAlchemy is told to hide statement parameters).
+- Every write is one transaction. Several processes may write one database: appends to a
+  record take a per-record advisory lock (PostgreSQL) or the write lock (SQLite), so seq is
+  contiguous from 1 and unique (the (record_id, seq) key is the safety net: a conflict is
+  retried within the call and raised as HistorySeqConflictError only when the caller gave
+  a seq that is no longer next). Upserts are single ``INSERT .. ON CONFLICT`` statements.
+- Every read verifies each row's checksum (DataIntegrityError) and parses it (history:
+  RecordFormatError, entities: RecordFormatError); nothing is skipped.
+- No raw driver error escapes a method: each becomes a SteerableError (storage/dberrors.py).
+
+The engine belongs to the event loop that made it: called from another loop (``asyncio.run``
+per call), the store makes a new engine there and drops the old pool unclosed (its
+connections belong to the dead loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+from ..errors import (
+    DataIntegrityError,
+    ExtraNotInstalledError,
+    HistorySeqConflictError,
+    NotAStoreError,
+    RecordFormatError,
+    SchemaTooNewError,
+    StoreClosedError,
+    StoreServerError,
+    UsageError,
+)
+
+try:
+    from sqlalchemy import event, text
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import ArgumentError
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ExtraNotInstalledError(f"SqlAlchemyStorage needs SQLAlchemy: {exc}") from None
+
+from ..history import prepare_append, read_entry_text
+from ..models import (
+    AgentSession,
+    ChatMessage,
+    HarnessTrace,
+    TraceEvent,
+    TraceSpan,
+    WireModel,
+)
+from . import pgschema
+from .dberrors import translated
+from .fileprobe import probe, refuse_foreign, refuse_newer_schema
+from .markers import precheck_wal_markers
+from .newstore import create_store
+from .schema import (
+    APPLICATION_ID,
+    CHECKPOINT_WHERE,
+    SCHEMA_VERSION,
+    TABLES,
+    row_checksum,
+)
+from .search import (
+    _DAMAGE_WORDS,
+    _FTS_SQL,
+    _LIKE_SQL,
+    QUOTE_HINT,
+    SEARCH_CANDIDATES,
+    _first_chats,
+    like_pattern,
+)
+
+M = TypeVar("M", bound=WireModel)
+_log = logging.getLogger(__name__)
+APPEND_ATTEMPTS = 20
+_DRIVERS = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite"}
+_ASYNC = {"postgresql+asyncpg", "postgresql+psycopg", "sqlite+aiosqlite"}
+
+
+def parse_url(url: str | URL) -> URL:
+    """The async URL for ``url`` (a plain ``postgresql://`` or ``sqlite://`` gets its async driver).
+
+    Raises UsageError for a URL that does not parse or names another database or driver.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise UsageError("not a database URL (the password, if any, is not shown)",
+                         hint="pass e.g. postgresql://user:password@host/db or sqlite:///path/to/sessions.db") from None
+    drivername = _DRIVERS.get(parsed.drivername, parsed.drivername)
+    if drivername not in _ASYNC:
+        raise UsageError(f"{parsed.render_as_string(hide_password=True)}: SqlAlchemyStorage supports"
+                         f" {', '.join(sorted(_ASYNC))}", hint="use one of those drivers in the URL")
+    parsed = parsed.set(drivername=drivername)
+    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise UsageError("sqlite URL without a file: SqlAlchemyStorage on SQLite needs a path",
+                         hint="pass sqlite:///path/to/sessions.db (InMemoryStorage is the in-memory store)")
+    return parsed
+
+
+class SqlAlchemyStorage:
+    """A StorageAdapter on a database server (PostgreSQL) or a SQLite file, through SQLAlchemy."""
+
+    def __init__(self, url: str | URL, *, create: bool = True, pool_size: int = 5) -> None:
+        self.url = parse_url(url)
+        self.where = self.url.render_as_string(hide_password=True)
+        self.backend = self.url.get_backend_name()
+        self.create = create
+        self.fts = self.backend == "postgresql"
+        self._password = self.url.password if isinstance(self.url.password, str) else None
+        self._pool_size = pool_size
+        self._engine: AsyncEngine | None = None
+        self._engine_loop: asyncio.AbstractEventLoop | None = None
+        self._opened = False
+        self._closed = False
+        self._pos = "pos" if self.backend == "postgresql" else "rowid"
+        self._data = "data" if self.backend == "postgresql" else "CAST(data AS BLOB)"
+
+    def __repr__(self) -> str:
+        return f"SqlAlchemyStorage({self.where!r})"
+
+    # engine ---------------------------------------------------------------------------
+    def _make_engine(self) -> AsyncEngine:
+        if self.backend == "sqlite":
+            engine = create_async_engine(self.url, pool_size=self._pool_size, max_overflow=self._pool_size,
+                                         hide_parameters=True, connect_args={"timeout": 30})
+            _sqlite_transactions(engine)
+            return engine
+        connect_args: dict[str, Any] = {}
+        if self.url.drivername == "postgresql+asyncpg":
+            connect_args = {"timeout": 10, "server_settings": {"application_name": "steerable"}}
+        return create_async_engine(self.url, pool_size=self._pool_size, max_overflow=self._pool_size,
+                                   hide_parameters=True, connect_args=connect_args)
+
+    async def _engine_now(self) -> AsyncEngine:
+        if self._closed:
+            raise StoreClosedError(f"{self.where}: storage is closed", path=self.where,
+                                   hint="open a new SqlAlchemyStorage")
+        loop = asyncio.get_running_loop()
+        if self._engine is None or self._engine_loop is not loop:
+            if self._engine is not None:
+                await self._drop_engine(self._engine)
+            self._engine, self._engine_loop = self._make_engine(), loop
+        return self._engine
+
+    async def _drop_engine(self, engine: AsyncEngine) -> None:
+        """Drop an engine made in another event loop. aiosqlite connections (a thread each)
+        close from any loop; asyncpg's belong to their loop and are dropped unclosed."""
+        if self.backend == "sqlite":
+            try:
+                await engine.dispose()
+                return
+            except Exception as exc:  # noqa: BLE001 - a connection that cannot close is dropped below
+                _log.debug("dropping the pool of %s unclosed: %s", self.where, type(exc).__name__)
+        engine.sync_engine.dispose(close=False)
+
+    @asynccontextmanager
+    async def _connect(self, *, write: bool = False, check: bool = True) -> AsyncIterator[AsyncConnection]:
+        """One transaction (BEGIN IMMEDIATE on SQLite when ``write``), committed on success."""
+        if check and not self._opened:
+            await self.open()
+        with translated(self.where, self._password):
+            async with (await self._engine_now()).connect() as conn:
+                if write:
+                    await conn.execution_options(steerable_write=True)
+                async with conn.begin():
+                    yield conn
+
+    # opening --------------------------------------------------------------------------
+    async def open(self) -> Self:
+        """Connect, check the markers and create the schema on an empty database.
+
+        Raises StoreConnectionError / StoreAuthError, NotAStoreError (tables of something
+        else; no schema with ``create=False``), SchemaTooNewError; nothing is created then.
+        """
+        if self.backend == "sqlite":
+            self._precheck_sqlite_file()
+        state = await self._inspect()
+        if state == "empty":
+            if not self.create:
+                raise NotAStoreError(f"{self.where}: has no steerable schema", path=self.where,
+                                     hint="call `await store.create_schema()` (or open with create=True)")
+            await self.create_schema()
+        if self.backend == "sqlite":
+            self.fts = await self._sqlite_has_fts()
+        self._opened = True
+        return self
+
+    def _precheck_sqlite_file(self) -> None:
+        path = Path(self.url.database or "")
+        found = probe(path, allow_missing=True)
+        refuse_foreign(found, path)
+        refuse_newer_schema(found, path)
+        if found.exists:
+            precheck_wal_markers(path)
+        elif self.create:
+            create_store(path)
+        else:
+            raise NotAStoreError(f"{path}: no such file", path=str(path),
+                                 hint="pass an existing store, or open with create=True")
+
+    async def _inspect(self) -> str:
+        """``ours`` or ``empty``; raises for a foreign or newer database."""
+        async with self._connect(check=False) as conn:
+            if self.backend == "sqlite":
+                return await _inspect_sqlite(conn, self.where)
+            return await _inspect_postgres(conn, self.where)
+
+    async def create_schema(self) -> None:
+        """Create every table and index of SCHEMA_VERSION and stamp the markers. Idempotent;
+        one transaction. Raises like ``open`` for a foreign or newer database."""
+        if self.backend == "sqlite":
+            self._precheck_sqlite_file()  # a missing file is created whole by newstore
+            return
+        async with self._connect(write=True, check=False) as conn:
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": pgschema.CREATE_LOCK})
+            if await _inspect_postgres(conn, self.where) == "ours":
+                return
+            for statement in pgschema.create_statements():
+                await conn.exec_driver_sql(statement)
+            for key, value in pgschema.MARKERS.items():
+                await conn.execute(text(pgschema.STAMP_MARKERS), {"key": key, "value": value})
+
+    async def _sqlite_has_fts(self) -> bool:
+        async with self._connect(check=False) as conn:
+            found = (await conn.exec_driver_sql("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'")).first()
+            if found is None:
+                return False
+        try:
+            async with self._connect(check=False) as conn:
+                await conn.exec_driver_sql("SELECT 1 FROM messages_fts LIMIT 0")
+        except StoreServerError:  # "no such module: fts5": this SQLite cannot read the index
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Close the pool (connections made in another event loop are dropped). Idempotent."""
+        engine, self._engine, self._closed = self._engine, None, True
+        if engine is None:
+            return
+        try:
+            same_loop = asyncio.get_running_loop() is self._engine_loop
+        except RuntimeError:
+            same_loop = False
+        if same_loop:
+            with translated(self.where, self._password):
+                await engine.dispose()
+        else:
+            await self._drop_engine(engine)
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # entity helpers -------------------------------------------------------------------
+    async def _put(self, table: str, cols: dict[str, Any], data: str) -> None:
+        async with self._connect(write=True) as conn:
+            await conn.execute(_upsert_sql(table, tuple(cols)), {**cols, "data": data, "crc": row_checksum(data)})
+
+    async def _get(self, model: type[M], table: str, where: str, params: dict[str, Any], order: str = "",
+                   limit: int | None = None) -> list[M]:
+        key = self._pos if table == "messages" else TABLES[table].key[0]
+        sql = f"SELECT {self._data}, crc, {key} FROM {table} WHERE {where} {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        async with self._connect() as conn:
+            rows = (await conn.execute(text(sql), params)).all()
+        return [_parse(model, table, row) for row in rows]
+
+    # sessions -------------------------------------------------------------------------
+    async def upsert_session(self, session: AgentSession) -> AgentSession:
+        data = session.to_json()
+        await self._put("sessions", {"session_id": session.session_id, "user_id": session.user_id,
+                                     "chat_id": session.chat_id, "is_active": int(session.is_active),
+                                     "created_at": session.created_at, "updated_at": session.updated_at}, data)
+        return AgentSession.model_validate_json(data)
+
+    async def get_session(self, session_id: str) -> AgentSession | None:
+        found = await self._get(AgentSession, "sessions", "session_id = :sid", {"sid": session_id})
+        return found[0] if found else None
+
+    async def list_sessions(
+        self, *, user_id: str | None = None, chat_id: str | None = None, active_only: bool = False
+    ) -> list[AgentSession]:
+        terms, params = ["1 = 1"], {}
+        for column, value in (("user_id", user_id), ("chat_id", chat_id)):
+            if value is not None:
+                terms.append(f"{column} = :{column}")
+                params[column] = value
+        if active_only:
+            terms.append("is_active = 1")
+        return await self._get(AgentSession, "sessions", " AND ".join(terms), params,
+                               "ORDER BY created_at, session_id")
+
+    # messages -------------------------------------------------------------------------
+    async def append_message(self, message: ChatMessage) -> ChatMessage:
+        data = message.to_json()
+        await self._put("messages", {"id": message.id, "chat_id": message.chat_id,
+                                     "created_at": message.created_at}, data)
+        return ChatMessage.model_validate_json(data)
+
+    async def list_messages(self, chat_id: str, *, limit: int | None = None) -> list[ChatMessage]:
+        params = {"chat_id": chat_id}
+        if limit is None:
+            return await self._get(ChatMessage, "messages", "chat_id = :chat_id", params,
+                                   f"ORDER BY created_at, {self._pos}")
+        tail = await self._get(ChatMessage, "messages", "chat_id = :chat_id", params,
+                               f"ORDER BY created_at DESC, {self._pos} DESC", max(limit, 0))
+        return tail[::-1]
+
+    # traces ---------------------------------------------------------------------------
+    async def upsert_trace(self, trace: HarnessTrace) -> HarnessTrace:
+        data = trace.to_json()
+        await self._put("traces", {"trace_id": trace.trace_id, "session_id": trace.session_id,
+                                   "chat_id": trace.chat_id, "user_id": trace.user_id,
+                                   "started_at": trace.started_at}, data)
+        return HarnessTrace.model_validate_json(data)
+
+    async def get_trace(self, trace_id: str) -> HarnessTrace | None:
+        found = await self._get(HarnessTrace, "traces", "trace_id = :tid", {"tid": trace_id})
+        return found[0] if found else None
+
+    async def list_traces(
+        self, *, session_id: str | None = None, chat_id: str | None = None,
+        since: str | None = None, until: str | None = None,
+    ) -> list[HarnessTrace]:
+        terms, params = ["1 = 1"], {}
+        for clause, name, value in (("session_id = :sid", "sid", session_id), ("chat_id = :cid", "cid", chat_id),
+                                    ("started_at >= :since", "since", since), ("started_at < :until", "until", until)):
+            if value is not None:
+                terms.append(clause)
+                params[name] = value
+        return await self._get(HarnessTrace, "traces", " AND ".join(terms), params, "ORDER BY started_at, trace_id")
+
+    async def add_span(self, trace_id: str, span: TraceSpan) -> TraceSpan:
+        data = span.to_json()
+        await self._put("spans", {"span_id": span.span_id, "trace_id": trace_id, "parent_id": span.parent_id,
+                                  "start_at": span.start_at}, data)
+        return TraceSpan.model_validate_json(data)
+
+    async def add_event(self, trace_id: str, event: TraceEvent) -> TraceEvent:
+        data = event.to_json()
+        await self._put("events", {"event_id": event.event_id, "trace_id": trace_id, "span_id": event.span_id,
+                                   "at": event.at}, data)
+        return TraceEvent.model_validate_json(data)
+
+    async def list_spans(self, trace_id: str) -> list[TraceSpan]:
+        return await self._get(TraceSpan, "spans", "trace_id = :tid", {"tid": trace_id}, "ORDER BY start_at, span_id")
+
+    async def list_events(self, trace_id: str, *, span_id: str | None = None) -> list[TraceEvent]:
+        where, params = "trace_id = :tid", {"tid": trace_id}
+        if span_id is not None:
+            where, params = where + " AND span_id = :sid", {**params, "sid": span_id}
+        return await self._get(TraceEvent, "events", where, params, "ORDER BY at, event_id")
+
+    # history --------------------------------------------------------------------------
+    async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        entries = list(entries)
+        for attempt in range(APPEND_ATTEMPTS):
+            try:
+                return await self._append_once(record_id, entries)
+            except Exception as exc:
+                if getattr(exc, "extra", {}).get("sqlstate") not in ("23505", "40001", "40P01"):
+                    raise
+            await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+        raise HistorySeqConflictError(f"record {record_id!r}: {APPEND_ATTEMPTS} attempts met another writer's"
+                                      " entries; nothing of this call was written", record_id=record_id)
+
+    async def _append_once(self, record_id: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        async with self._connect(write=True) as conn:
+            if self.backend == "postgresql":
+                await conn.execute(_LOCK_RECORD, {"r": record_id})
+            head = (await conn.execute(_HEAD, {"r": record_id})).scalar()
+            prepared = prepare_append(record_id, entries, (head or 0) + 1)
+            if prepared:
+                await conn.execute(_INSERT_HISTORY, [
+                    {"r": record_id, "seq": p.seq, "v": p.v, "type": p.type, "at": p.at, "data": p.data,
+                     "crc": row_checksum(p.data)} for p in prepared])
+        return [p.as_dict() for p in prepared]
+
+    async def list_history(
+        self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
+        limit: int | None = None, reverse: bool = False,
+    ) -> list[dict[str, Any]]:
+        sql = (f"SELECT {self._data}, crc, seq FROM history WHERE record_id = :r AND seq > :a AND seq <= :u"
+               f" ORDER BY seq {'DESC' if reverse else 'ASC'}")
+        if limit is not None:
+            sql += f" LIMIT {max(int(limit), 0)}"
+        params = {"r": record_id, "a": after_seq or 0, "u": 2**62 if until_seq is None else until_seq}
+        async with self._connect() as conn:
+            rows = (await conn.execute(text(sql), params)).all()
+        return [read_entry_text(_verified("history", row, record_id), record_id=record_id, seq=row[2])
+                for row in rows]
+
+    async def history_checkpoint(self, record_id: str) -> int | None:
+        async with self._connect() as conn:
+            return (await conn.execute(_CHECKPOINT, {"r": record_id})).scalar()
+
+    # search ---------------------------------------------------------------------------
+    async def search_sessions(self, query: str, *, limit: int = 20,
+                              candidates: int = SEARCH_CANDIDATES) -> list[AgentSession]:
+        """Sessions whose chat messages match ``query``, best-matching chat first.
+
+        PostgreSQL: ``websearch_to_tsquery('simple', query)`` (words, "quoted phrases", -not,
+        or) against the GIN index; the newest ``candidates`` matching messages are ranked by
+        ts_rank and chats come in order of their best message. SQLite: exactly
+        SqliteStorage's search (FTS5 with bm25, or the escaped LIKE). At most ``limit``
+        chats; each chat's sessions in (created_at, session_id) order. Raises UsageError for
+        an empty query or one FTS5 rejects.
+        """
+        if not query.strip():
+            raise UsageError("empty search query", hint="pass one or more words to search for")
+        if not self._opened:
+            await self.open()
+        chats = _first_chats(await self._matching_rows(query, candidates), limit)
+        found: list[AgentSession] = []
+        for chat_id in chats:
+            found.extend(await self.list_sessions(chat_id=chat_id))
+        return found
+
+    async def _matching_rows(self, query: str, candidates: int) -> Sequence[Any]:
+        if self.backend == "postgresql":
+            async with self._connect() as conn:
+                return (await conn.execute(_SEARCH_PG, {"q": query, "n": candidates})).all()
+        try:
+            async with self._connect() as conn:
+                if self.fts:
+                    return (await conn.exec_driver_sql(_FTS_SQL, (query, candidates))).all()
+                return (await conn.exec_driver_sql(_LIKE_SQL, (like_pattern(query),))).all()
+        except StoreServerError as exc:  # damage and lost connections have their own classes
+            reason = exc.message.rsplit("refused a statement: ", 1)[-1]
+            if self.fts and not any(word in reason for word in _DAMAGE_WORDS):
+                raise UsageError(f"search query rejected: {reason}", hint=QUOTE_HINT) from None
+            raise
+
+
+# statements -------------------------------------------------------------------------
+_LOCK_RECORD = text(pgschema.LOCK_RECORD)
+_HEAD = text("SELECT max(seq) FROM history WHERE record_id = :r")
+_CHECKPOINT = text(f"SELECT max(seq) FROM history WHERE record_id = :r AND {CHECKPOINT_WHERE}")
+_INSERT_HISTORY = text("INSERT INTO history (record_id, seq, v, type, at, data, crc)"
+                       " VALUES (:r, :seq, :v, :type, :at, :data, :crc)")
+_SEARCH_PG = text(pgschema.SEARCH_SQL)
+_UPSERTS: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+def _upsert_sql(table: str, cols: tuple[str, ...]) -> Any:
+    """``INSERT .. ON CONFLICT (key) DO UPDATE``: one atomic statement on both backends."""
+    sql = _UPSERTS.get((table, cols))
+    if sql is None:
+        names = [*cols, "data", "crc"]
+        updates = ", ".join(f"{n} = excluded.{n}" for n in names[1:])
+        sql = text(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(':' + n for n in names)})"
+                   f" ON CONFLICT ({cols[0]}) DO UPDATE SET {updates}")
+        _UPSERTS[(table, cols)] = sql
+    return sql
+
+
+def _sqlite_transactions(engine: AsyncEngine) -> None:
+    """Let SQLAlchemy, not the sqlite3 module, begin transactions: BEGIN IMMEDIATE for writes
+    (the write lock before reading the record's head), BEGIN for reads (one snapshot)."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA synchronous = FULL")  # an acknowledged write survives power loss
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get("steerable_write")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+async def _inspect_sqlite(conn: AsyncConnection, where: str) -> str:
+    version = (await conn.exec_driver_sql("PRAGMA user_version")).scalar() or 0
+    refuse_newer_schema(version, where)
+    app_id = (await conn.exec_driver_sql("PRAGMA application_id")).scalar()
+    tables = (await conn.exec_driver_sql("SELECT count(*) FROM sqlite_master")).scalar()
+    if tables and app_id != APPLICATION_ID:
+        raise NotAStoreError(f"{where}: a SQLite database that is not a steerable store", path=where,
+                             hint="pass the app's sessions database")
+    return "ours" if tables else "empty"
+
+
+async def _inspect_postgres(conn: AsyncConnection, where: str) -> str:
+    names = [*TABLES, pgschema.META_TABLE]
+    present = {row[0] for row in await conn.execute(text(pgschema.LIST_TABLES), {"names": names})}
+    if pgschema.META_TABLE not in present:
+        if present:
+            raise NotAStoreError(
+                f"{where}: tables {', '.join(sorted(present))} exist but belong to something else"
+                " (no steerable markers); nothing was created", path=where,
+                hint="use another database (or schema) for the steerable store")
+        return "empty"
+    markers = dict((await conn.execute(text(pgschema.READ_MARKERS))).all())
+    if markers.get("application_id") != str(APPLICATION_ID):
+        raise NotAStoreError(f"{where}: {pgschema.META_TABLE} belongs to another application", path=where,
+                             hint="use another database (or schema) for the steerable store")
+    version = int(markers.get("schema_version", "0"))
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNewError(f"{where}: schema version {version} was written by a newer build (this build"
+                                f" reads up to {SCHEMA_VERSION}); the database was not modified",
+                                path=where, version=version)
+    return "ours"
+
+
+def _verified(table: str, row: Sequence[Any], record_id: str | None = None) -> str | bytes:
+    """The row's data, after checking its bytes against the stored CRC-32."""
+    data, crc, key = row[0], row[1], row[2]
+    if data is None or row_checksum(data) != crc:
+        where = f"record {record_id!r} seq {key}" if record_id is not None else f"key {key}"
+        raise DataIntegrityError(f"{table} {where}: stored bytes do not match their checksum (silent corruption)",
+                                 table=table, record_id=record_id, seq=key if record_id is not None else None)
+    return data
+
+
+def _parse(model: type[M], table: str, row: Sequence[Any]) -> M:
+    data = _verified(table, row)
+    try:
+        return model.model_validate_json(data)
+    except ValueError:
+        raise RecordFormatError(f"{table} key {row[2]}: stored data does not parse as {model.__name__};"
+                                " nothing was modified", table=table,
+                                hint="run `steerable-maint check URL` to list the damage") from None

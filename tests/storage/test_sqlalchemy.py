@@ -1,0 +1,289 @@
+"""SqlAlchemyStorage beyond the contract suite: bad input, fail-closed reads, search, row bytes.
+
+Against the session's real PostgreSQL (tests/pgcluster.py) and real SQLite files.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sqlite3
+
+import pytest
+from steerable_agent_runtime import (
+    DataIntegrityError,
+    NotAStoreError,
+    RecordFormatError,
+    SchemaTooNewError,
+    SqliteStorage,
+    SteerableError,
+    UsageError,
+)
+from steerable_agent_runtime.errors import StoreAuthError, StoreConnectionError
+from steerable_agent_runtime.storage.schema import TABLES, row_checksum
+from steerable_agent_runtime.storage.sqlalchemy import SqlAlchemyStorage
+
+from tests.helpers import (
+    boundary,
+    event,
+    item,
+    message,
+    run,
+    seed,
+    session,
+    span,
+    trace,
+)
+from tests.pgcluster import PASSWORD, PW_USER
+
+
+def db_name(url: str) -> str:
+    return url.rsplit("/", 1)[1]
+
+
+def tables_of(postgres, db: str) -> str:
+    return postgres.psql("SELECT string_agg(table_name, ',' ORDER BY table_name) FROM information_schema.tables"
+                         " WHERE table_schema = 'public'", db)
+
+
+def no_password_anywhere(err: SteerableError, password: str) -> None:
+    assert password not in str(err) and password not in err.hint and password not in repr(err.to_dict())
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# bad input ------------------------------------------------------------------------------
+def test_unreachable_server_is_one_error_with_a_hint_and_no_password(caplog):
+    caplog.set_level(logging.DEBUG)
+    store = SqlAlchemyStorage(f"postgresql://u:{PASSWORD}@127.0.0.1:{closed_port()}/db")
+    with pytest.raises(StoreConnectionError) as err:
+        run(store.open())
+    assert "cannot reach the database" in str(err.value) and "server is running" in err.value.hint
+    assert "***" in str(err.value)  # the URL is named, its password hidden
+    no_password_anywhere(err.value, PASSWORD)
+    assert PASSWORD not in caplog.text
+
+
+def test_wrong_password_is_an_auth_error_and_the_right_one_works(postgres, caplog):
+    caplog.set_level(logging.DEBUG)
+    db = postgres.create_database(owner=PW_USER)
+    wrong = "Wr0ng-" + PASSWORD
+    with pytest.raises(StoreAuthError) as err:
+        run(SqlAlchemyStorage(postgres.url(db, user=PW_USER, password=wrong)).open())
+    assert "refused the credentials" in str(err.value) and "password" in err.value.hint
+    no_password_anywhere(err.value, wrong)
+    assert wrong not in caplog.text
+    assert tables_of(postgres, db) == ""  # nothing was created
+    good = SqlAlchemyStorage(postgres.url(db, user=PW_USER, password=PASSWORD))
+    run(good.upsert_session(session("s1")))
+    assert run(good.get_session("s1")) == session("s1")
+    run(good.close())
+
+
+def test_missing_database_names_the_remedy(postgres):
+    with pytest.raises(StoreConnectionError) as err:
+        run(SqlAlchemyStorage(postgres.url("no_such_db")).open())
+    assert "does not exist" in str(err.value) and "createdb" in err.value.hint
+
+
+def test_tables_of_something_else_are_refused_and_untouched(postgres, pg_url):
+    db = db_name(pg_url)
+    postgres.psql("CREATE TABLE sessions (x integer); INSERT INTO sessions VALUES (7)", db)
+    with pytest.raises(NotAStoreError) as err:
+        run(SqlAlchemyStorage(pg_url).upsert_session(session("s1")))
+    assert "belong to something else" in str(err.value) and "another database" in err.value.hint
+    assert tables_of(postgres, db) == "sessions"
+    assert postgres.psql("SELECT x FROM sessions", db) == "7"
+
+
+def test_newer_schema_is_refused_and_unchanged(postgres, pg_url):
+    db = db_name(pg_url)
+    store = SqlAlchemyStorage(pg_url)
+    run(store.append_history("c1", [item("a")]))
+    run(store.close())
+    postgres.psql("UPDATE steerable_meta SET value = '2' WHERE key = 'schema_version'", db)
+    before = postgres.psql("SELECT string_agg(data || crc, '|') FROM history", db)
+    with pytest.raises(SchemaTooNewError) as err:
+        run(SqlAlchemyStorage(pg_url).list_history("c1"))
+    assert "newer build" in str(err.value) and "upgrade" in err.value.hint
+    assert postgres.psql("SELECT value FROM steerable_meta WHERE key = 'schema_version'", db) == "2"
+    assert postgres.psql("SELECT string_agg(data || crc, '|') FROM history", db) == before
+
+
+def test_create_false_refuses_an_empty_database_and_create_schema_is_idempotent(postgres, pg_url):
+    db = db_name(pg_url)
+    with pytest.raises(NotAStoreError, match="no steerable schema"):
+        run(SqlAlchemyStorage(pg_url, create=False).open())
+    assert tables_of(postgres, db) == ""
+    store = SqlAlchemyStorage(pg_url, create=False)
+    run(store.create_schema())
+    run(store.create_schema())
+    assert tables_of(postgres, db) == "events,history,messages,sessions,spans,steerable_meta,traces"
+    assert run(store.list_sessions()) == []
+    run(store.close())
+
+
+@pytest.mark.parametrize("url", ["mysql://u:pw-xyz@host/db", "not a url pw-xyz", "sqlite+aiosqlite:///:memory:"])
+def test_unsupported_urls_are_usage_errors(url):
+    with pytest.raises(UsageError) as err:
+        SqlAlchemyStorage(url)
+    assert "pw-xyz" not in str(err.value)
+
+
+def test_sqlite_urls_refuse_foreign_newer_and_missing_places(tmp_path):
+    from tests.helpers import digest_files
+
+    foreign = tmp_path / "other.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    newer = tmp_path / "newer.db"
+    run(SqliteStorage(newer).close())
+    conn = sqlite3.connect(newer)
+    conn.execute("PRAGMA user_version = 9")
+    conn.close()
+    before = digest_files(tmp_path)
+    with pytest.raises(NotAStoreError):
+        run(SqlAlchemyStorage(f"sqlite:///{foreign}").open())
+    with pytest.raises(SchemaTooNewError):
+        run(SqlAlchemyStorage(f"sqlite:///{newer}").open())
+    with pytest.raises(NotAStoreError, match="does not exist"):
+        run(SqlAlchemyStorage(f"sqlite:///{tmp_path / 'no' / 's.db'}").open())
+    assert digest_files(tmp_path) == before
+
+
+# fail-closed reads ----------------------------------------------------------------------
+def test_corrupt_and_newer_rows_fail_closed_on_postgres(postgres, pg_url):
+    db = db_name(pg_url)
+    store = SqlAlchemyStorage(pg_url)
+    run(store.append_history("c1", [item("a"), item("b")]))
+    run(store.upsert_session(session("s1")))
+    postgres.psql("UPDATE history SET data = replace(data, '\"a\"', '\"A\"') WHERE seq = 1", db)
+    with pytest.raises(DataIntegrityError) as err:
+        run(store.list_history("c1"))
+    assert err.value.record_id == "c1" and err.value.seq == 1
+    assert [e["seq"] for e in run(store.list_history("c1", after_seq=1))] == [2]
+    v3 = '{"v":3,"type":"item","seq":3,"at":"2026-01-01T00:00:00.000000Z","message":{"role":"user","content":"x"}}'
+    postgres.psql(f"INSERT INTO history VALUES ('c1', 3, 3, 'item', '2026-01-01T00:00:00.000000Z', '{v3}',"
+                  f" {row_checksum(v3)})", db)
+    with pytest.raises(RecordFormatError, match="newer build"):
+        run(store.list_history("c1", after_seq=1))
+    bad = '{"sessionId": 5}'
+    postgres.psql(f"UPDATE sessions SET data = '{bad}', crc = {row_checksum(bad)}", db)
+    with pytest.raises(RecordFormatError, match="does not parse"):
+        run(store.get_session("s1"))
+    run(store.close())
+
+
+# search -----------------------------------------------------------------------------------
+def populate(store) -> None:
+    run(store.upsert_session(session("s-rare", chat="c-rare", minute=1)))
+    run(store.upsert_session(session("s-many", chat="c-many", minute=2)))
+    run(store.upsert_session(session("s-many-2", chat="c-many", minute=3)))
+    run(store.upsert_session(session("s-none", chat="c-none", minute=4)))
+    run(store.append_message(message("m1", chat="c-rare", content="a long talk about weather and then one mention of kiwi")))
+    run(store.append_message(message("m2", chat="c-many", content="kiwi kiwi kiwi")))
+    run(store.append_message(message("m3", chat="c-many", content="kiwi again")))
+    run(store.append_message(message("m4", chat="c-none", content="nothing relevant here 100%_sure \x00 nul")))
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def search_store(request, tmp_path):
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else f"sqlite:///{tmp_path / 's.db'}"
+    store = SqlAlchemyStorage(url)
+    populate(store)
+    yield store
+    run(store.close())
+
+
+def ids(found) -> list[str]:
+    return [s.session_id for s in found]
+
+
+def test_search_ranks_best_chat_first_and_follows_updates(search_store):
+    assert ids(run(search_store.search_sessions("kiwi"))) == ["s-many", "s-many-2", "s-rare"]
+    assert ids(run(search_store.search_sessions("kiwi", limit=1))) == ["s-many", "s-many-2"]
+    assert run(search_store.search_sessions("durian")) == []
+    assert ids(run(search_store.search_sessions("relevant"))) == ["s-none"]  # content holding U+0000
+    run(search_store.append_message(message("m1", chat="c-rare", content="now about mango")))
+    assert ids(run(search_store.search_sessions("mango"))) == ["s-rare"]
+    assert "s-rare" not in ids(run(search_store.search_sessions("weather")))
+    with pytest.raises(UsageError):
+        run(search_store.search_sessions("  "))
+
+
+def test_postgres_search_takes_web_search_syntax(pg_url):
+    store = SqlAlchemyStorage(pg_url)
+    populate(store)
+    assert ids(run(store.search_sessions('"kiwi again"'))) == ["s-many", "s-many-2"]
+    assert ids(run(store.search_sessions("kiwi -again"))) == ["s-many", "s-many-2", "s-rare"]
+    assert ids(run(store.search_sessions("weather kiwi"))) == ["s-rare"]
+    assert ids(run(store.search_sessions('"unbalanced'))) == []  # never a syntax error
+    run(store.close())
+
+
+def test_postgres_search_uses_the_gin_index(postgres, pg_url):
+    store = SqlAlchemyStorage(pg_url)
+    populate(store)
+    run(store.close())
+    plan = postgres.psql("SET enable_seqscan = off; EXPLAIN SELECT id FROM messages WHERE to_tsvector('simple',"
+                         " steerable_message_text(data)) @@ websearch_to_tsquery('simple', 'kiwi')", db_name(pg_url))
+    assert "messages_search" in plan
+
+
+def test_sqlite_search_rejects_what_fts5_rejects(tmp_path):
+    store = SqlAlchemyStorage(f"sqlite:///{tmp_path / 's.db'}")
+    populate(store)
+    with pytest.raises(UsageError) as err:
+        run(store.search_sessions('"unbalanced'))
+    assert "double quotes" in err.value.hint
+    run(store.close())
+
+
+# the same rows ----------------------------------------------------------------------------
+def write_everything(store) -> None:
+    run(store.upsert_session(session("s1")))
+    run(store.append_message(message("m1", content="plain ✓ \n \" \\ \u2028 \x00")))
+    run(store.upsert_trace(trace("t1")))
+    run(store.add_span("t1", span("sp1")))
+    run(store.add_event("t1", event("e1", "sp1")))
+    run(store.append_history("c1", [{**item("x"), "at": "2026-01-01T00:00:00Z"},
+                                    {**seed("s"), "at": "2026-01-01T00:00:00Z"},
+                                    {**boundary("b"), "at": "2026-01-01T00:00:00Z"}]))
+
+
+def test_rows_are_byte_identical_to_sqlite_storage(postgres, pg_url, tmp_path):
+    sqlite_store = SqliteStorage(tmp_path / "s.db")
+    write_everything(sqlite_store)
+    run(sqlite_store.close())
+    pg_store = SqlAlchemyStorage(pg_url)
+    write_everything(pg_store)
+    run(pg_store.close())
+    conn = sqlite3.connect(tmp_path / "s.db")
+    for name, spec in TABLES.items():
+        cols = ", ".join(spec.all_columns)
+        local = conn.execute(f"SELECT {cols} FROM {name} ORDER BY {', '.join(spec.key)}").fetchall()
+        remote = postgres.psql(f"SELECT json_agg(json_build_array({cols}) ORDER BY {', '.join(spec.key)})"
+                               f" FROM {name}", db_name(pg_url))
+        import json
+
+        assert [tuple(r) for r in json.loads(remote)] == local, name
+    conn.close()
+
+
+def test_a_sqlite_url_makes_a_store_sqlite_storage_reads(tmp_path):
+    path = tmp_path / "s.db"
+    store = SqlAlchemyStorage(f"sqlite+aiosqlite:///{path}")
+    write_everything(store)
+    written = run(store.list_history("c1"))
+    run(store.close())
+    assert (path.stat().st_mode & 0o777) == 0o600
+    local = SqliteStorage(path)
+    assert run(local.list_history("c1")) == written
+    assert run(local.search_sessions("plain")) == [session("s1")]
+    run(local.close())
