@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_store  # noqa: E402
 
 from steerable_agent_runtime.maintenance.check import check  # noqa: E402
-from steerable_agent_runtime.maintenance.check_codes import FindingLog  # noqa: E402
-from steerable_agent_runtime.maintenance.rowcheck import RecordStats, scan_history  # noqa: E402
+from steerable_agent_runtime.maintenance.codes import FindingLog  # noqa: E402
+from steerable_agent_runtime.maintenance.check.rows import RecordStats, scan_history  # noqa: E402
 
 
 def _immutable(db: Path) -> sqlite3.Connection:

@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from steerable_agent_runtime.maintenance.archive import ArchiveReport, archive
-from steerable_agent_runtime.maintenance.chatmove import CHAT_TABLES
+from steerable_agent_runtime.maintenance.archive.chatmove import CHAT_TABLES
 from steerable_agent_runtime.maintenance.duration import parse_duration
 
 from ..render import run_job, stdout

@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from steerable_agent_runtime.maintenance.check import DEFAULT_WAL_THRESHOLD, CheckReport, check
-from steerable_agent_runtime.maintenance.check_codes import CODES
+from steerable_agent_runtime.maintenance.codes import CODES
 
 from ..render import run_job, stdout
 from .options import human_bytes, render_findings

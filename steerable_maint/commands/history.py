@@ -6,7 +6,7 @@ import json
 
 import click
 
-from steerable_agent_runtime.maintenance.history_view import HistoryReport, history
+from steerable_agent_runtime.maintenance.history import HistoryReport, history
 
 from ..render import run_job, stdout
 from .options import render_findings

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from steerable_agent_runtime.maintenance.check import check
-from steerable_agent_runtime.maintenance.history_view import history
+from steerable_agent_runtime.maintenance.history import history
 from steerable_agent_runtime.maintenance.inspect import inspect
 from steerable_agent_runtime.maintenance.search import search
 

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from steerable_agent_runtime import SqliteStorage
 from steerable_agent_runtime.maintenance.check import check
-from steerable_agent_runtime.maintenance.check_codes import CODES
-from steerable_agent_runtime.maintenance.recordcheck import USER_MESSAGE
+from steerable_agent_runtime.maintenance.codes import CODES
+from steerable_agent_runtime.maintenance.check.records import USER_MESSAGE
 from steerable_maint.cli import main
 
 from .conftest import CASES, FIXTURES, expected, snapshot
@@ -223,7 +223,7 @@ def test_damaged_utf8_in_a_key_column_is_a_finding_and_the_scan_goes_on(fixture_
 
 
 def test_finding_log_merge_adds_counts_and_lists_at_most_n_per_code():
-    from steerable_agent_runtime.maintenance.check_codes import FindingLog
+    from steerable_agent_runtime.maintenance.codes import FindingLog
 
     a, b = FindingLog(3), FindingLog(3)
     for i in range(2):

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steerable_agent_runtime.errors import SteerableError
-from steerable_agent_runtime.maintenance import tablescan
+from steerable_agent_runtime.maintenance.check import tablescan
 from steerable_agent_runtime.maintenance.check import check
 from tests.damage import DAMAGES, WAL_DAMAGES, build_store, copy_store
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from steerable_agent_runtime import RecordFormatError, SqliteStorage, resume_transcript
-from steerable_agent_runtime.maintenance.history_view import history
+from steerable_agent_runtime.maintenance.history import history
 from steerable_maint.cli import main
 
 from .conftest import FIXTURES, snapshot

@@ -18,7 +18,7 @@ import pytest
 
 from steerable_agent_runtime.errors import DatabaseDamagedError, NotAStoreError, SchemaTooNewError
 from steerable_agent_runtime.maintenance.check import check
-from steerable_agent_runtime.maintenance.history_view import history
+from steerable_agent_runtime.maintenance.history import history
 from steerable_agent_runtime.maintenance.inspect import inspect
 from steerable_agent_runtime.maintenance.readonly import open_readonly, read_store
 from steerable_agent_runtime.maintenance.search import search

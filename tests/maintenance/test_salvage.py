@@ -70,7 +70,7 @@ def test_source_is_byte_identical_and_nothing_appears_beside_it(tmp_path: Path) 
 
 
 def test_a_lone_db_is_read_in_place_changing_nothing_and_creating_nothing(store, tmp_path: Path, monkeypatch) -> None:
-    from steerable_agent_runtime.maintenance import salvage as salvage_module
+    from steerable_agent_runtime.maintenance.salvage import job as salvage_module
 
     db, rows = store
     assert not os.path.exists(f"{db}-wal")
@@ -85,7 +85,7 @@ def test_a_lone_db_is_read_in_place_changing_nothing_and_creating_nothing(store,
 
 def test_a_writer_overtaking_an_in_place_read_makes_salvage_start_again_from_a_copy(store, tmp_path: Path,
                                                                                   monkeypatch) -> None:
-    from steerable_agent_runtime.maintenance import salvage as salvage_module
+    from steerable_agent_runtime.maintenance.salvage import job as salvage_module
 
     db, rows = store
     real, calls = salvage_module.write_jsonl, []
@@ -107,7 +107,7 @@ def test_a_writer_overtaking_an_in_place_read_makes_salvage_start_again_from_a_c
 
 def test_a_store_that_keeps_changing_is_refused_after_three_attempts(store, tmp_path: Path, monkeypatch) -> None:
     from steerable_agent_runtime.errors import DatabaseDamagedError
-    from steerable_agent_runtime.maintenance import salvage as salvage_module
+    from steerable_agent_runtime.maintenance.salvage import job as salvage_module
 
     db, _ = store
     real = salvage_module.copy_private
@@ -413,7 +413,7 @@ def test_torn_uncommitted_wal_tail_is_not_damage(tmp_path: Path) -> None:
 
 
 def test_parallel_export_writes_the_same_bytes_as_one_process(store, tmp_path: Path, monkeypatch) -> None:
-    from steerable_agent_runtime.maintenance import salvage_parallel
+    from steerable_agent_runtime.maintenance.salvage import parallel as salvage_parallel
 
     db, rows = store
     monkeypatch.setattr(salvage_parallel, "MIN_ROWS_PER_WORKER", 10**9)
@@ -427,7 +427,7 @@ def test_parallel_export_writes_the_same_bytes_as_one_process(store, tmp_path: P
 
 
 def test_a_failing_export_worker_stops_the_others_and_salvage_falls_back(store, tmp_path: Path, monkeypatch) -> None:
-    from steerable_agent_runtime.maintenance import salvage_parallel
+    from steerable_agent_runtime.maintenance.salvage import parallel as salvage_parallel
 
     db, rows = store
     real = salvage_parallel.write_live
@@ -451,7 +451,7 @@ def test_a_failing_worker_behind_a_slow_one_is_still_a_read_error(store, tmp_pat
     later one failed, and the later chunk's own read error must be what salvage sees."""
     import time
 
-    from steerable_agent_runtime.maintenance import salvage_parallel
+    from steerable_agent_runtime.maintenance.salvage import parallel as salvage_parallel
 
     db, rows = store
     real = salvage_parallel.write_live
@@ -476,7 +476,7 @@ def test_a_failing_worker_behind_a_slow_one_is_still_a_read_error(store, tmp_pat
 def test_an_export_worker_that_dies_is_a_one_line_error_and_nothing_is_published(store, tmp_path: Path,
                                                                                 monkeypatch) -> None:
     from steerable_agent_runtime.errors import SteerableError
-    from steerable_agent_runtime.maintenance import salvage_parallel
+    from steerable_agent_runtime.maintenance.salvage import parallel as salvage_parallel
 
     db, _ = store
     real = salvage_parallel.write_live
@@ -533,8 +533,8 @@ def test_deleted_rows_on_freed_pages_are_exported_but_not_rebuilt(store, tmp_pat
 
 
 def test_rebuild_restores_a_corrupted_live_row_from_its_intact_older_copy(store, tmp_path: Path) -> None:
-    from steerable_agent_runtime.maintenance.btree_reader import read_schema, walk_tree
-    from steerable_agent_runtime.maintenance.sqlite_format import SqliteFile
+    from steerable_agent_runtime.sqlitefile.btree import read_schema, walk_tree
+    from steerable_agent_runtime.sqlitefile.pages import SqliteFile
 
     db, rows = store
     conn = sqlite3.connect(db)
@@ -565,7 +565,7 @@ def test_fast_path_exports_what_the_page_reader_exports(store, tmp_path: Path, m
     """The SQLite fast path renders live rows in SQL: its lines must parse to what the
     page reader's Python rendering gives (page numbers aside), for awkward text too: control
     characters, U+2028, non-ASCII, and a verified row whose data is not UTF-8."""
-    from steerable_agent_runtime.maintenance import salvage as salvage_module
+    from steerable_agent_runtime.maintenance.salvage import job as salvage_module
     from steerable_agent_runtime.storage.schema import row_checksum
 
     db, _ = store
@@ -600,8 +600,8 @@ def test_live_rendering_is_byte_identical_to_the_careful_rendering(store, tmp_pa
     """write_live (the fast path's renderer) against write_copies (the careful one) over the
     same rows, including rows write_live hands to write_copies: JSON with whitespace between
     tokens, data that is not JSON, not UTF-8, or a BLOB, and a key that is not UTF-8."""
-    from steerable_agent_runtime.maintenance.salvage_output import write_copies, write_live
-    from steerable_agent_runtime.maintenance.salvage_spool import Copy, live_copies_sql
+    from steerable_agent_runtime.maintenance.salvage.output import write_copies, write_live
+    from steerable_agent_runtime.maintenance.salvage.spool import Copy, live_copies_sql
     from steerable_agent_runtime.storage.schema import row_checksum
 
     db, _ = store

@@ -23,11 +23,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steerable_agent_runtime.errors import SteerableError
-from steerable_agent_runtime.maintenance.btree_reader import leaf_cells, loose_leaf_pages
+from steerable_agent_runtime.sqlitefile.btree import leaf_cells, loose_leaf_pages
 from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.salvage import salvage
-from steerable_agent_runtime.maintenance.salvage_rows import match_table, to_row
-from steerable_agent_runtime.maintenance.sqlite_format import SqliteFile
+from steerable_agent_runtime.maintenance.salvage.rows import match_table, to_row
+from steerable_agent_runtime.sqlitefile.pages import SqliteFile
 from tests.damage import DAMAGES, WAL_DAMAGES, build_store, copy_store
 
 SHORT = 1000

@@ -18,12 +18,12 @@ from click.testing import CliRunner
 
 from steerable_agent_runtime.maintenance.traces import batches, export_traces, since_cutoff
 from steerable_agent_runtime.models import AgentSession, normalize_timestamp
-from steerable_agent_runtime.otel import TraceBundle
+from steerable_agent_runtime.tracing.otlp import TraceBundle
 from steerable_agent_runtime.storage.sqlite import SqliteStorage
 from steerable_agent_runtime.tracing import TraceRecorder
 from steerable_maint.cli import main
-from tests.test_otel import parse_strict
-from tests.test_otel_export import collector  # noqa: F401 - a pytest fixture, used by name
+from tests.tracing.test_otlp import parse_strict
+from tests.tracing.test_exporter import collector  # noqa: F401 - a pytest fixture, used by name
 
 NOW = datetime.now(timezone.utc)
 

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from ..errors import UsageError
 from .duration import cutoff_timestamp
 from .report import JobReport, Progress, no_progress
-from .storefiles import open_store, store_bytes
+from ..storage.access import open_store, store_bytes
 
 _OLD_TRACES = "SELECT trace_id FROM main.traces WHERE started_at < :cutoff"
 

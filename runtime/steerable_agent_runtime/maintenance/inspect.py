@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..storage.lease import lease_holder
 from ..storage.schema import SCHEMA_VERSION, TABLES
-from .check_codes import FindingLog
+from .codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
 

@@ -55,7 +55,7 @@ from typing import TypeVar
 from ..errors import DatabaseDamagedError, NotAStoreError
 from ..storage.fileprobe import probe, refuse_foreign, refuse_newer_schema
 from ..storage.schema import APPLICATION_ID
-from .wal_format import WAL_HEADER_SIZE, WAL_MAGIC_BE, WAL_MAGIC_LE, valid_page_size, wal_checksum
+from ..sqlitefile.wal import WAL_HEADER_SIZE, WAL_MAGIC_BE, WAL_MAGIC_LE, valid_page_size, wal_checksum
 
 _COPY_ATTEMPTS = 3
 

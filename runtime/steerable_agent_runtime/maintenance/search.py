@@ -24,10 +24,10 @@ from typing import Any
 from ..errors import UsageError
 from ..storage.schema import has_fts
 from ..storage.search import matching_chats
-from .check_codes import FindingLog
+from .codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
-from .shapes import session_shape
+from .check.shapes import session_shape
 
 
 class SearchReport(JobReport):

@@ -40,14 +40,14 @@ from ..errors import (
     UsageError,
 )
 from ..models import HarnessTrace, TraceEvent, TraceSpan, WireModel, normalize_timestamp
-from ..otel import DEFAULT_SERVICE_NAME, TraceBundle, encode_request, export_request
-from ..otel_export import ExportResult, OtlpHttpExporter
+from ..tracing.otlp import DEFAULT_SERVICE_NAME, TraceBundle, encode_request, export_request
+from ..tracing.exporter import ExportResult, OtlpHttpExporter
 from ..privatefile import atomic_output
 from ..storage.schema import row_checksum
 from .duration import HINT as DURATION_HINT
 from .duration import cutoff_timestamp, parse_duration
 from .readonly import read_store
-from .storefiles import is_store_file
+from ..storage.access import is_store_file
 from .report import Finding, JobReport, Progress, no_progress
 
 M = TypeVar("M", bound=WireModel)

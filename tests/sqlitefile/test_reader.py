@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steerable_agent_runtime.maintenance.btree_reader import leaf_cells, read_schema, walk_freelist, walk_tree
-from steerable_agent_runtime.maintenance.record_codec import decode_record, read_varint
-from steerable_agent_runtime.maintenance.sqlite_format import SqliteFile, detect_page_size
-from steerable_agent_runtime.maintenance.wal_format import wal_checksum
+from steerable_agent_runtime.sqlitefile.btree import leaf_cells, read_schema, walk_freelist, walk_tree
+from steerable_agent_runtime.sqlitefile.record import decode_record, read_varint
+from steerable_agent_runtime.sqlitefile.pages import SqliteFile, detect_page_size
+from steerable_agent_runtime.sqlitefile.wal import wal_checksum
 
 
 def _encode_varint(value: int) -> bytes:

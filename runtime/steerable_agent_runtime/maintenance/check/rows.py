@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from ..history import ENTRY_TYPES, RECORD_FORMAT_VERSION
-from ..storage.schema import TableSpec
-from .check_codes import FindingLog
+from ...history import ENTRY_TYPES, RECORD_FORMAT_VERSION
+from ...storage.schema import TableSpec
+from ..codes import FindingLog
 from .shapes import ROLES, SHAPES, entry_shape
 
 Tick = Callable[[int], None]

@@ -21,13 +21,13 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ..storage.lease import lease_holder
-from ..storage.schema import SCHEMA_VERSION, TABLES
-from .check_codes import FindingLog
-from .readonly import ReadOnlyConnection, read_store
-from .recordcheck import (DowngradeRecord, check_contiguity, stats_from_columns, version_findings)
-from .report import JobReport, Progress, no_progress
-from .rowcheck import RecordStats
+from ...storage.lease import lease_holder
+from ...storage.schema import SCHEMA_VERSION, TABLES
+from ..codes import FindingLog
+from ..readonly import ReadOnlyConnection, read_store
+from .records import (DowngradeRecord, check_contiguity, stats_from_columns, version_findings)
+from ..report import JobReport, Progress, no_progress
+from .rows import RecordStats
 from .tablescan import ParallelScan, parallel_scan, scan_tables
 
 DEFAULT_WAL_THRESHOLD = 64 << 20

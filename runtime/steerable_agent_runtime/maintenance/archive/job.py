@@ -39,15 +39,15 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from ..errors import UsageError
-from ..storage.fileprobe import FileProbe, probe
-from ..storage.markers import precheck_wal_markers
-from ..storage.newstore import create_store
+from ...errors import UsageError
+from ...storage.fileprobe import FileProbe, probe
+from ...storage.markers import precheck_wal_markers
+from ...storage.newstore import create_store
 from .chatmove import (BatchResult, RowCounts, chats_in_destination, count_rows, drop_leftover_copies, load_batch,
                         move_batch, prepare)
-from .duration import cutoff_timestamp
-from .report import Finding, JobReport, Progress, no_progress
-from .storefiles import attach, claim, connection, held, refuse_same_store
+from ..duration import cutoff_timestamp
+from ..report import Finding, JobReport, Progress, no_progress
+from ...storage.access import attach, claim, connection, held, refuse_same_store
 
 _CHAT_KEYS = (("sessions", "chat_id"), ("messages", "chat_id"), ("traces", "chat_id"), ("history", "record_id"))
 

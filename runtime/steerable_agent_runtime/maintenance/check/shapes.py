@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, get_args
 
-from ..history import CompactionBoundary
-from ..models import CHAT_ROLES, TraceOutcome
+from ...history import CompactionBoundary
+from ...models import CHAT_ROLES, TraceOutcome
 
 ROLES = CHAT_ROLES
 TRIGGERS = frozenset(get_args(CompactionBoundary.model_fields["trigger"].annotation))

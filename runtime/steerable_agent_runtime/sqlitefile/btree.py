@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .record_codec import decode_record, local_payload_size, read_varint
-from .sqlite_format import (
+from .record import decode_record, local_payload_size, read_varint
+from .pages import (
     INDEX_INTERIOR, INDEX_LEAF, MARK_BTREE, MARK_FREE_LEAF, MARK_FREE_TRUNK, MARK_OVERFLOW, TABLE_LEAF, SqliteFile, cell_pointers, page_header,
 )
 

@@ -26,11 +26,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..storage.schema import TABLES
-from .check_codes import FindingLog
-from .forkpool import fork_pool, fork_workers, rowid_ranges
-from .readonly import lenient_text
-from .rowcheck import RecordStats, scan_entities, scan_history
+from ...storage.schema import TABLES
+from ..codes import FindingLog
+from ..workers import fork_pool, fork_workers, rowid_ranges
+from ..readonly import lenient_text
+from .rows import RecordStats, scan_entities, scan_history
 
 
 @dataclass

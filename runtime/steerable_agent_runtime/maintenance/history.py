@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from ..errors import RecordFormatError, UsageError
 from ..history import parse_entry, transcript_from
 from ..storage.schema import CHECKPOINT_WHERE
-from .check_codes import FindingLog
+from .codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
 

@@ -17,11 +17,11 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
-from ..errors import RecordFormatError
-from ..history import RECORD_FORMAT_VERSION, HistoryEntry, is_plain_item, read_entry_text
-from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, is_plain_message
-from ..storage.schema import TABLES, TableSpec, row_checksum
-from .record_codec import is_text
+from ...errors import RecordFormatError
+from ...history import RECORD_FORMAT_VERSION, HistoryEntry, is_plain_item, read_entry_text
+from ...models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, is_plain_message
+from ...storage.schema import TABLES, TableSpec, row_checksum
+from ...sqlitefile.record import is_text
 
 MODELS: dict[str, type[BaseModel]] = {
     "sessions": AgentSession, "messages": ChatMessage, "traces": HarnessTrace,

@@ -15,8 +15,8 @@ import pytest
 
 from steerable_agent_runtime.errors import ExportError, UsageError
 from steerable_agent_runtime.models import HarnessTrace, TraceSpan
-from steerable_agent_runtime.otel import TraceBundle, export_request
-from steerable_agent_runtime.otel_export import (
+from steerable_agent_runtime.tracing.otlp import TraceBundle, export_request
+from steerable_agent_runtime.tracing.exporter import (
     OtlpHttpExporter,
     configured_gzip,
     parse_headers,

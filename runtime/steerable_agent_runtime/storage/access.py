@@ -20,9 +20,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import SteerableError, UsageError
-from ..storage.fileprobe import FileProbe, probe, refuse_foreign, refuse_newer_schema
-from ..storage.lease import WriteLease, lock_path_for
-from ..storage.markers import check_markers, has_wal_content, precheck_wal_markers, wal_path
+from .fileprobe import FileProbe, probe, refuse_foreign, refuse_newer_schema
+from .lease import WriteLease, lock_path_for
+from .markers import check_markers, has_wal_content, precheck_wal_markers, wal_path
 
 
 def is_store_file(path: str | os.PathLike[str], db: str | os.PathLike[str]) -> bool:

@@ -22,13 +22,13 @@ from typing import Any, BinaryIO
 
 from pydantic_core import from_json
 
-from ..errors import NotAStoreError, OutputExistsError
-from ..privatefile import atomic_output
-from ..storage.lease import WriteLease
-from ..storage.schema import TABLES, create_schema
-from .salvage_rows import expected_columns, indexed_values, parsed_valid, row_valid
-from .salvage_spool import Copy, Spool, live_copies_sql, live_rows_sql
-from .storefiles import is_store_file
+from ...errors import NotAStoreError, OutputExistsError
+from ...privatefile import atomic_output
+from ...storage.lease import WriteLease
+from ...storage.schema import TABLES, create_schema
+from .rows import expected_columns, indexed_values, parsed_valid, row_valid
+from .spool import Copy, Spool, live_copies_sql, live_rows_sql
+from ...storage.access import is_store_file
 
 def check_target(target: str | os.PathLike[str], *, force: bool, source: Path) -> Path:
     """Validate an output path before any work is done; return it as a Path."""

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steerable_agent_runtime import tracing
+from steerable_agent_runtime.tracing import recorder as tracing
 from steerable_agent_runtime.errors import DataIntegrityError, UsageError
 from steerable_agent_runtime.models import AgentSession
 from steerable_agent_runtime.storage.memory import InMemoryStorage

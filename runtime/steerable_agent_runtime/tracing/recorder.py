@@ -36,9 +36,9 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from .errors import UsageError
-from .models import AgentSession, HarnessTrace, SpanKind, TraceEvent, TraceOutcome, TraceSpan, normalize_timestamp, utc_now
-from .storage import StorageAdapter
+from ..errors import UsageError
+from ..models import AgentSession, HarnessTrace, SpanKind, TraceEvent, TraceOutcome, TraceSpan, normalize_timestamp, utc_now
+from ..storage import StorageAdapter
 
 REDACTED = "[REDACTED]"
 

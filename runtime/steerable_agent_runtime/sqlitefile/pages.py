@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from .record_codec import local_payload_size, read_varint
-from .wal_format import WalScan, scan_wal, valid_page_size
+from .record import local_payload_size, read_varint
+from .wal import WalScan, scan_wal, valid_page_size
 
 MAGIC = b"SQLite format 3\x00"
 HEADER_SIZE = 100

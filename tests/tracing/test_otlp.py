@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from steerable_agent_runtime.models import AgentSession, HarnessTrace, TraceEvent, TraceSpan
-from steerable_agent_runtime.otel import (
+from steerable_agent_runtime.tracing.otlp import (
     SPAN_KIND_CLIENT,
     SPAN_KIND_INTERNAL,
     STATUS_ERROR,

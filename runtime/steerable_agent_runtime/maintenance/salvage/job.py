@@ -55,17 +55,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import DatabaseDamagedError, NotAStoreError, SteerableError
-from ..privatefile import WRITE_ERRNOS
-from ..storage.markers import has_wal_content, wal_path
-from ..storage.schema import APPLICATION_ID
-from .readonly import copy_private, fingerprint, private_temp_base
-from .report import Finding, JobReport, Progress, no_progress
-from .salvage_harvest import Tally, harvest_all, harvest_free
-from .salvage_output import atomic_output, check_target, merge_tally, write_jsonl, write_store
-from .salvage_parallel import export_live
-from .salvage_spool import Spool
-from .sqlite_format import SqliteFile
+from ...errors import DatabaseDamagedError, NotAStoreError, SteerableError
+from ...privatefile import WRITE_ERRNOS
+from ...storage.markers import has_wal_content, wal_path
+from ...storage.schema import APPLICATION_ID
+from ..readonly import copy_private, fingerprint, private_temp_base
+from ..report import Finding, JobReport, Progress, no_progress
+from .harvest import Tally, harvest_all, harvest_free
+from .output import atomic_output, check_target, merge_tally, write_jsonl, write_store
+from .parallel import export_live
+from .spool import Spool
+from ...sqlitefile.pages import SqliteFile
 
 UNPLACED_LISTED = 1000
 """At most this many unplaced rows are listed by key; ``unplaced_total`` counts them all."""

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..storage.schema import TABLES, row_checksum
-from .readonly import lenient_text
-from .salvage_rows import INDEXED, Row
+from ...storage.schema import TABLES, row_checksum
+from ..readonly import lenient_text
+from .rows import INDEXED, Row
 
 LIVE, UNALLOCATED, STALE = 3_000_000_000, 2_000_000_000, 0
 _SCHEMA = """

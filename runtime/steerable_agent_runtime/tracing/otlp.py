@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from .models import HarnessTrace, TraceEvent, TraceSpan
+from ..models import HarnessTrace, TraceEvent, TraceSpan
 
 SPAN_KIND_INTERNAL = 1
 SPAN_KIND_CLIENT = 3

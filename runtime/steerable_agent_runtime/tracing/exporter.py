@@ -41,8 +41,8 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import ExportError, UsageError
-from .otel import count_spans, encode_request
+from ..errors import ExportError, UsageError
+from .otlp import count_spans, encode_request
 
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 DEFAULT_BASE_ENDPOINT = "http://localhost:4318"

@@ -14,12 +14,12 @@ import bisect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ..storage.schema import TABLES
-from .btree_reader import Cell, leaf_cells, loose_leaf_pages, read_schema, walk_freelist, walk_tree
-from .record_codec import is_text
-from .salvage_rows import Row, match_table, to_row
-from .salvage_spool import LIVE, STALE, UNALLOCATED, Origin, Spool
-from .sqlite_format import TABLE_LEAF, SqliteFile, page_header
+from ...storage.schema import TABLES
+from ...sqlitefile.btree import Cell, leaf_cells, loose_leaf_pages, read_schema, walk_freelist, walk_tree
+from ...sqlitefile.record import is_text
+from .rows import Row, match_table, to_row
+from .spool import LIVE, STALE, UNALLOCATED, Origin, Spool
+from ...sqlitefile.pages import TABLE_LEAF, SqliteFile, page_header
 
 
 @dataclass

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..history import ENTRY_TYPES, RECORD_FORMAT_VERSION
-from .check_codes import FindingLog
-from .rowcheck import RecordStats
+from ...history import ENTRY_TYPES, RECORD_FORMAT_VERSION
+from ..codes import FindingLog
+from .rows import RecordStats
 
 USER_MESSAGE = ("Your conversation was saved by a newer version of the app. It is safe and has not been"
                 " changed. Please update the app to the latest version to open and continue it.")

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from ..errors import SteerableError
-from ..storage.schema import TABLES
+from ...errors import SteerableError
+from ...storage.schema import TABLES
 
 CHAT_TABLES = ("sessions", "messages", "history", "traces", "spans", "events")
 """Copy order (parents first); deletion runs in the reverse order."""

@@ -27,12 +27,12 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import Any, BinaryIO
 
-from ..errors import SteerableError
-from ..storage.schema import row_checksum
-from .forkpool import fork_pool, fork_workers, rowid_ranges
-from .readonly import lenient_text
-from .salvage_output import Tally, merge_tally, write_live
-from .salvage_spool import Spool
+from ...errors import SteerableError
+from ...storage.schema import row_checksum
+from ..workers import fork_pool, fork_workers, rowid_ranges
+from ..readonly import lenient_text
+from .output import Tally, merge_tally, write_live
+from .spool import Spool
 
 MIN_ROWS_PER_WORKER = 50_000
 """Below this many live rows per worker, the export runs in-process."""

@@ -1,0 +1,5 @@
+"""check: find everything wrong with a store (the job in :mod:`.job`, its passes beside it)."""
+
+from .job import DEFAULT_WAL_THRESHOLD, CheckReport, check
+
+__all__ = ["DEFAULT_WAL_THRESHOLD", "CheckReport", "check"]
