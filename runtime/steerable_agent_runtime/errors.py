@@ -154,3 +154,14 @@ class ExtraNotInstalledError(SteerableError, ImportError):
     """An optional part was used without its extra installed."""
 
     default_hint = "pip install 'steerable-agent-runtime[sqlalchemy]'"
+
+
+class ConfigValueError(UsageError, ValueError):
+    """A constructor parameter is out of range (also a ValueError); ``parameter`` names it."""
+
+    default_hint = "pass a value inside the documented range"
+
+    def __init__(self, message: str, *, parameter: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.parameter = parameter
+        self.extra["parameter"] = parameter

@@ -1,0 +1,126 @@
+"""The summary step: head + one summary message + tail.
+
+- Head: the leading system messages and the first user message (when it follows them).
+- Tail: the last ``keep_last`` messages, moved back so that it never starts with a tool result
+  whose call would be cut off (the assistant message holding the call comes with it).
+- Middle: everything between; replaced by one ``user`` message starting with
+  :data:`SUMMARY_PREFIX`. A middle that holds nothing but an earlier summary is left alone, so
+  compacting a compacted transcript again changes nothing.
+
+The summarizer (any LLMProvider) is called once, with ``cache_retention="none"`` (the text it
+reads is about to be discarded: never write it into the prompt cache). When there is no
+summarizer, or it raises, or it returns no text, the middle becomes the excerpt summary: one
+line per message, ``[role] `` + its first 200 characters.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..models import LLMMessage
+from .fold import content_text
+
+log = logging.getLogger(__name__)
+
+SUMMARY_PREFIX = "[conversation summary: "
+EXCERPT_CHARS = 200
+SUMMARY_INSTRUCTIONS = (
+    "You compress the middle of an agent's conversation so the agent can continue without it. "
+    "Write a concise summary that keeps: the user's goals and constraints, decisions taken, facts learnt "
+    "from tool results (file names, values, errors), work done and work still open. Reply with the summary only."
+)
+
+
+@dataclass
+class Split:
+    """Indices of a transcript's parts: ``head = [:head_end]``, ``middle = [head_end:tail_start]``."""
+
+    head_end: int
+    tail_start: int
+
+
+def head_length(messages: Sequence[LLMMessage]) -> int:
+    """The leading system messages plus the first user message right after them."""
+    index = 0
+    while index < len(messages) and messages[index].role == "system":
+        index += 1
+    if index < len(messages) and messages[index].role == "user":
+        index += 1
+    return index
+
+
+def split(messages: Sequence[LLMMessage], keep_last: int) -> Split:
+    """Where head, middle and tail are (see the module docstring)."""
+    head_end = head_length(messages)
+    tail_start = max(head_end, len(messages) - max(keep_last, 0))
+    while head_end < tail_start < len(messages) and messages[tail_start].role == "tool":
+        tail_start -= 1
+    return Split(head_end, tail_start)
+
+
+def is_summary(message: LLMMessage) -> bool:
+    """Whether ``message`` is a summary this step wrote."""
+    return isinstance(message.content, str) and message.content.startswith(SUMMARY_PREFIX)
+
+
+def needs_summary(middle: Sequence[LLMMessage]) -> bool:
+    """A middle worth summarising: it holds something besides earlier summaries."""
+    return any(not is_summary(m) for m in middle)
+
+
+def message_line_text(message: LLMMessage) -> str:
+    """A message as one line of text: its content, or its tool calls when it has no text."""
+    text = content_text(message.content)
+    if not text.strip() and message.tool_calls:
+        text = "; ".join(f"{c.get('name')}({json.dumps(c.get('arguments') or {}, ensure_ascii=False)})"
+                         for c in message.tool_calls)
+    return " ".join(text.split())
+
+
+def excerpt_summary(middle: Sequence[LLMMessage], *, max_chars: int | None = None) -> str:
+    """The fallback summary: a header, then ``[role] `` + the first 200 characters per message.
+
+    With ``max_chars``, the oldest lines are left out (and counted) so the text stays under it.
+    """
+    lines = [f"[{m.role}] {message_line_text(m)[:EXCERPT_CHARS]}" for m in middle]
+    omitted = 0
+    if max_chars is not None:
+        total = sum(len(line) + 1 for line in lines)
+        while omitted < len(lines) - 1 and total > max_chars:
+            total -= len(lines[omitted]) + 1
+            omitted += 1
+        lines = lines[omitted:]
+    head = f"{SUMMARY_PREFIX}{len(middle)} earlier messages, excerpts]"
+    if omitted:
+        head += f"\n[{omitted} older messages left out]"
+    return "\n".join([head, *lines])
+
+
+def _transcript_text(middle: Sequence[LLMMessage]) -> str:
+    return "\n\n".join(f"[{m.role}] {content_text(m.content) or message_line_text(m)}" for m in middle)
+
+
+async def summarize(middle: Sequence[LLMMessage], summarizer: object | None, *,
+                    max_excerpt_chars: int | None = None) -> tuple[str, str]:
+    """Summarise ``middle``: (text, source) with source ``summarizer`` or ``excerpt``.
+
+    Never raises for a summarizer failure: it is logged (warning) and the excerpt is used.
+    """
+    if summarizer is not None:
+        request = [LLMMessage(role="system", content=SUMMARY_INSTRUCTIONS),
+                   LLMMessage(role="user", content=_transcript_text(middle))]
+        try:
+            reply, _usage = await summarizer.complete(request, cache_retention="none")  # type: ignore[attr-defined]
+            text = content_text(reply.content).strip()
+        except Exception as exc:  # noqa: BLE001 - any summarizer failure falls back, never fails the turn
+            log.warning("compaction summarizer failed (%s: %s); using the excerpt summary", type(exc).__name__, exc)
+            text = ""
+        else:
+            if not text:
+                log.warning("compaction summarizer returned no text; using the excerpt summary")
+        if text:
+            return f"{SUMMARY_PREFIX}{len(middle)} earlier messages]\n{text}", "summarizer"
+    return excerpt_summary(middle, max_chars=max_excerpt_chars), "excerpt"
