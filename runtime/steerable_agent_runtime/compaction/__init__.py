@@ -15,7 +15,19 @@ from .reminders import CircuitReason, CompactionThrashingReminder
 from .summary import EXCERPT_CHARS, SUMMARY_PREFIX, excerpt_summary, split
 
 __all__ = [
-    "Breakers", "CircuitReason", "CompactionHooks", "CompactionThrashingReminder", "EXCERPT_CHARS", "FOLD_PREFIX",
-    "MAX_OVERFLOW_RECOVERIES_PER_ROUND", "SUMMARY_PREFIX", "estimate_message_tokens", "estimate_text_tokens",
-    "estimate_tokens", "excerpt_summary", "fold_tool_results", "is_folded", "split",
+    "EXCERPT_CHARS",
+    "FOLD_PREFIX",
+    "MAX_OVERFLOW_RECOVERIES_PER_ROUND",
+    "SUMMARY_PREFIX",
+    "Breakers",
+    "CircuitReason",
+    "CompactionHooks",
+    "CompactionThrashingReminder",
+    "estimate_message_tokens",
+    "estimate_text_tokens",
+    "estimate_tokens",
+    "excerpt_summary",
+    "fold_tool_results",
+    "is_folded",
+    "split",
 ]

@@ -31,7 +31,14 @@ from typing import Any
 
 from ..errors import ConfigValueError
 from ..llm.errors import LLMError
-from ..loop.hooks import CompactionTrigger, LoopContext, LoopHooks, PreStepAction, RetryAction, RewriteRequest
+from ..loop.hooks import (
+    CompactionTrigger,
+    LoopContext,
+    LoopHooks,
+    PreStepAction,
+    RetryAction,
+    RewriteRequest,
+)
 from ..models import LLMMessage
 from .breakers import Breakers
 from .estimate import estimate_message_tokens, estimate_tokens

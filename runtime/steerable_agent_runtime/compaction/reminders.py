@@ -28,7 +28,7 @@ class CompactionThrashingReminder(ContextFragment):
     max_tokens = 200
 
     @classmethod
-    def for_reason(cls, reason: CircuitReason, *, count: int, window: int) -> "CompactionThrashingReminder":
+    def for_reason(cls, reason: CircuitReason, *, count: int, window: int) -> CompactionThrashingReminder:
         """The reminder for the breaker that tripped (``count`` compactions, refill ``window``)."""
         why = _WHY[reason].format(n=count, window=window)
         return cls(f"Context thrashing: {why}, so automatic compaction is now off for this chat. "

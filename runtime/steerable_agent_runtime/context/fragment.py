@@ -37,7 +37,7 @@ def estimate_text_tokens(text: str) -> int:
     return estimate(text)
 
 
-def check_ladder(cls: type["ContextFragment"]) -> None:
+def check_ladder(cls: type[ContextFragment]) -> None:
     """Raise ConfigValueError (a ValueError) when ``cls`` breaks the cap ladder or has no markers."""
     name, cap = cls.__qualname__, cls.max_tokens
     if not isinstance(cap, int) or cap <= 0:

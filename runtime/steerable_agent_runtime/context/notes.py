@@ -17,9 +17,9 @@ skipped with a warning (never injected half-decoded). Files are read at each inj
 from __future__ import annotations
 
 import logging
-from abc import ABC, abstractmethod
 import os
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from html import escape
