@@ -13,7 +13,7 @@ import click
 
 from steerable_agent_runtime import __version__
 
-COMMANDS = ("check", "inspect", "history", "search", "compact", "archive", "restore", "salvage", "traces")
+COMMANDS = ("check", "inspect", "history", "search", "compact", "archive", "restore", "salvage", "traces", "copy")
 
 
 class _Group(click.Group):

@@ -13,7 +13,9 @@ from .options import human_bytes, render_findings
 
 
 @click.command(help="Check a store read-only (safe while the app runs): SQLite integrity, schema, every row's "
-                    "checksum/JSON/columns, history seqs and versions, orphans, lease, WAL size. "
+                    "checksum/JSON/columns, history seqs and versions, orphans, lease, WAL size. DB may also be "
+                    "a SqlAlchemy store's URL (postgresql://user:password@host/db): then the row checks run on "
+                    "its rows. "
                     "Exit: 0 no errors; 1 errors found; 2 bad arguments; 3 cannot run (not a store).")
 @click.argument("db", type=click.Path(path_type=str, readable=False))  # the library says why it cannot read
 @click.option("--quick", is_flag=True, help="PRAGMA quick_check and no per-row JSON validation (much faster).")
@@ -23,6 +25,12 @@ from .options import human_bytes, render_findings
               metavar="BYTES", help="Report a -wal larger than this.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def command(db: str, quick: bool, max_per_code: int, wal_threshold: int, as_json: bool) -> None:
+    if "://" in db:  # a SqlAlchemy store: the row checks on its rows (maintenance/check/server.py)
+        from steerable_agent_runtime.maintenance.check.server import check_url
+
+        run_job(lambda progress: check_url(db, quick=quick, max_per_code=max_per_code, progress=progress),
+                as_json=as_json, render=_render)
+        return
     run_job(lambda progress: check(db, quick=quick, max_per_code=max_per_code, wal_threshold_bytes=wal_threshold,
                                    progress=progress),
             as_json=as_json, render=_render)

@@ -10,6 +10,7 @@ from collections import Counter
 
 from steerable_agent_runtime.storage.schema import row_checksum
 from steerable_agent_runtime.storage.sqlalchemy import SqlAlchemyStorage
+
 from tests.helpers import run
 
 WRITERS = 8

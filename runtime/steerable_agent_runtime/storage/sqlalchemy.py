@@ -54,7 +54,7 @@ from ..errors import (
 )
 
 try:
-    from sqlalchemy import event, text
+    from sqlalchemy import bindparam, event, text
     from sqlalchemy.engine import URL, make_url
     from sqlalchemy.exc import ArgumentError
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -137,6 +137,7 @@ class SqlAlchemyStorage:
         self._closed = False
         self._pos = "pos" if self.backend == "postgresql" else "rowid"
         self._data = "data" if self.backend == "postgresql" else "CAST(data AS BLOB)"
+        self._blob = "convert_to(data, 'UTF8')" if self.backend == "postgresql" else "CAST(data AS BLOB)"
 
     def __repr__(self) -> str:
         return f"SqlAlchemyStorage({self.where!r})"
@@ -456,6 +457,68 @@ class SqlAlchemyStorage:
             if self.fts and not any(word in reason for word in _DAMAGE_WORDS):
                 raise UsageError(f"search query rejected: {reason}", hint=QUOTE_HINT) from None
             raise
+
+
+    # rows as stored, for maintenance (copy, check) ------------------------------------
+    async def schema_version(self) -> int:
+        """The schema version the store's markers declare."""
+        async with self._connect() as conn:
+            if self.backend == "sqlite":
+                return int((await conn.exec_driver_sql("PRAGMA user_version")).scalar() or 0)
+            markers = dict((await conn.execute(text(pgschema.READ_MARKERS))).all())
+        return int(markers.get("schema_version", "0"))
+
+    def _order(self, table: str) -> tuple[str, ...]:
+        """The columns a table's rows are paged by: insertion order for messages, else the key."""
+        return (self._pos,) if table == "messages" else TABLES[table].key
+
+    async def read_rows(self, table: str, *, after: tuple[Any, ...] | None = None,
+                        limit: int = 1000) -> tuple[list[tuple[Any, ...]], tuple[Any, ...] | None]:
+        """Up to ``limit`` rows of ``table`` after the page mark ``after``, exactly as stored.
+
+        Each row is in ``TABLES[table].all_columns`` order with ``data`` as its UTF-8 bytes;
+        nothing is verified (the caller checks). Returns (rows, the next page mark or None
+        at the end). Messages come in insertion order, other tables in key order.
+        """
+        order = self._order(table)
+        cols = [*TABLES[table].all_columns[:-2], self._blob, "crc", *order]
+        where = f"WHERE ({', '.join(order)}) > ({', '.join(f':a{i}' for i in range(len(order)))})" if after else ""
+        sql = f"SELECT {', '.join(cols)} FROM {table} {where} ORDER BY {', '.join(order)} LIMIT {int(limit)}"
+        params = {f"a{i}": value for i, value in enumerate(after or ())}
+        async with self._connect() as conn:
+            found = (await conn.execute(text(sql), params)).all()
+        width = len(TABLES[table].all_columns)
+        rows = [tuple(row[:width]) for row in found]
+        return rows, (tuple(found[-1][width:]) if len(found) == limit else None)
+
+    async def stored_rows(self, table: str, keys: Sequence[tuple[Any, ...]]) -> dict[tuple[Any, ...], tuple[bytes, int]]:
+        """(data bytes, crc) of the rows of ``table`` whose key (TABLES[table].key) is in ``keys``."""
+        spec = TABLES[table]
+        found: dict[tuple[Any, ...], tuple[bytes, int]] = {}
+        groups: dict[tuple[Any, ...], list[Any]] = {}
+        for key in keys:
+            groups.setdefault(tuple(key[:-1]), []).append(key[-1])
+        head, last = spec.key[:-1], spec.key[-1]
+        where = " AND ".join([*(f"{c} = :h{i}" for i, c in enumerate(head)), f"{last} IN :keys"])
+        sql = text(f"SELECT {', '.join(spec.key)}, {self._blob}, crc FROM {table} WHERE {where}").bindparams(
+            bindparam("keys", expanding=True))
+        async with self._connect() as conn:
+            for prefix, lasts in groups.items():
+                params = {**{f"h{i}": v for i, v in enumerate(prefix)}, "keys": lasts}
+                for row in await conn.execute(sql, params):
+                    found[tuple(row[:len(spec.key)])] = (bytes(row[-2]), row[-1])
+        return found
+
+    async def insert_rows(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert rows as given (``all_columns`` order, ``data`` as str) in one transaction; a
+        row whose key is already there is left as it is (``ON CONFLICT DO NOTHING``)."""
+        if not rows:
+            return
+        names = TABLES[table].all_columns
+        sql = text(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(':' + n for n in names)})"
+                   " ON CONFLICT DO NOTHING")
+        async with self._connect(write=True) as conn:
+            await conn.execute(sql, [dict(zip(names, row)) for row in rows])
 
 
 # statements -------------------------------------------------------------------------
