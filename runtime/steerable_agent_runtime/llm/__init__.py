@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 from ..models import ToolCall
-from .errors import RETRYABLE_KINDS, LLMError, LLMErrorKind
+from .errors import RETRYABLE_KINDS, LLMError, LLMErrorKind, ProviderConfigError, ToolDefinitionError
 from .retry import RetryPolicy
 from .types import CacheRetention, FinishReason, LLMProvider, LLMStreamChunk, LLMUsage, collect
 
@@ -18,6 +18,7 @@ from .types import CacheRetention, FinishReason, LLMProvider, LLMStreamChunk, LL
 _LAZY = {
     "classify_http_error": ".classify",
     "classify_error_body": ".classify",
+    "transport_error": ".classify",
     "SSEDecoder": ".sse",
     "SSEMessage": ".sse",
     "OpenAICompatProvider": ".openai_compat",
@@ -31,7 +32,7 @@ _LAZY = {
 
 __all__ = [
     "CacheRetention", "FinishReason", "LLMError", "LLMErrorKind", "LLMProvider", "LLMStreamChunk", "LLMUsage",
-    "RETRYABLE_KINDS", "RetryPolicy", "ToolCall", "collect", *sorted(_LAZY),
+    "ProviderConfigError", "RETRYABLE_KINDS", "RetryPolicy", "ToolDefinitionError", "ToolCall", "collect", *sorted(_LAZY),
 ]
 
 

@@ -48,3 +48,29 @@ class LLMError(SteerableError):
     def retryable(self) -> bool:
         """Whether the same request may succeed later (transport, rate_limit, server)."""
         return self.kind in RETRYABLE_KINDS
+
+
+class ProviderConfigError(SteerableError):
+    """A provider was built or called with settings it cannot use (no model, a non-http(s) base URL).
+
+    Raised before any request is sent; nothing is changed.
+    """
+
+    default_hint = "pass the model name and an http:// or https:// base URL"
+
+    def __init__(self, message: str, *, provider: str | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.provider = provider
+        if provider is not None:
+            self.extra["provider"] = provider
+
+
+class ToolDefinitionError(ProviderConfigError):
+    """A tool definition is not in OpenAI function form; ``tool`` names it (or its position)."""
+
+    default_hint = 'give tools as {"type": "function", "function": {"name", "description", "parameters"}} (ToolRouter.describe())'
+
+    def __init__(self, message: str, *, tool: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.tool = tool
+        self.extra["tool"] = tool

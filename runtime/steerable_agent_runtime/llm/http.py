@@ -1,0 +1,163 @@
+"""The HTTP plumbing every provider shares: settings checks, the client, one streaming POST.
+
+- :func:`validate_base_url` / :func:`require_model`: a :class:`ProviderConfigError` with a
+  hint at construction time, before anything is sent.
+- :class:`ClientCache`: one ``httpx.AsyncClient`` per event loop (a client's pool is bound to
+  the loop that opened its connections), with :data:`DEFAULT_TIMEOUT`; or the caller's own client.
+- :func:`stream_sse`: POST a JSON body and yield the response's SSE events. A non-2xx status
+  raises :func:`~.classify.classify_http_error`'s error; a JSON body where a stream was
+  expected raises its error event classified; every httpx failure (refused, timeout, dropped)
+  raises ``LLMError(kind="transport")`` naming the URL. The API key never reaches a log line
+  or a message (:func:`redact_headers`, ``secrets``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from .classify import (
+    classify_error_body,
+    classify_http_error,
+    malformed_data_error,
+    safe_url,
+    transport_error,
+)
+from .errors import LLMError, ProviderConfigError
+from .sse import SSEDecoder, SSEMessage, aiter_sse_messages
+
+log = logging.getLogger("steerable_agent_runtime.llm")
+
+#: connect 10 s (an unreachable server fails fast), read 300 s between bytes (long reasoning
+#: pauses), write 30 s, 10 s to get a pooled connection.
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=10.0)
+USER_AGENT = "steerable-agent-runtime/0.1"
+SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie",
+                            "proxy-authorization"})
+
+
+def validate_base_url(base_url: Any, *, provider: str) -> str:
+    """``base_url`` without a trailing slash; raises ProviderConfigError unless it is http(s) with a host."""
+    if not isinstance(base_url, str) or not base_url.strip():
+        raise ProviderConfigError(f"{provider}: a base URL is required (got {base_url!r})", provider=provider,
+                                  hint="pass base_url='http://127.0.0.1:11434/v1' or the provider's https URL")
+    text = base_url.strip()
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ProviderConfigError(f"{provider}: base URL {safe_url(text)!r} is not an http:// or https:// URL",
+                                  provider=provider,
+                                  hint="give the full URL with its scheme, e.g. https://api.openai.com/v1")
+    return text.rstrip("/")
+
+
+def require_model(model: Any, *, provider: str) -> str:
+    """``model`` stripped; raises ProviderConfigError when it is missing or empty."""
+    if not isinstance(model, str) or not model.strip():
+        raise ProviderConfigError(f"{provider}: a model name is required (got {model!r})", provider=provider,
+                                  hint="pass model='...' as the provider's API names it (e.g. gpt-4o-mini)")
+    return model.strip()
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``headers`` safe to log: credentials replaced by ``[redacted]``."""
+    return {k: ("[redacted]" if k.lower() in SECRET_HEADERS else v) for k, v in headers.items()}
+
+
+def make_timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
+    """:data:`DEFAULT_TIMEOUT`, or ``timeout`` (a number sets connect, write and pool; read stays 300 s)."""
+    if timeout is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(timeout, httpx.Timeout):
+        return timeout
+    return httpx.Timeout(connect=float(timeout), read=DEFAULT_TIMEOUT.read, write=float(timeout),
+                         pool=float(timeout))
+
+
+def make_client(timeout: float | httpx.Timeout | None = None) -> httpx.AsyncClient:
+    """An AsyncClient with our timeouts; proxies and CA bundles come from the environment."""
+    return httpx.AsyncClient(timeout=make_timeout(timeout), headers={"user-agent": USER_AGENT})
+
+
+class ClientCache:
+    """The caller's client, or one client of our own per running event loop."""
+
+    def __init__(self, client: httpx.AsyncClient | None = None,
+                 timeout: float | httpx.Timeout | None = None) -> None:
+        self._given = client
+        self._timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        """The client to use on the current loop (created on first use)."""
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop or self._client.is_closed:
+            self._client = make_client(self._timeout)
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close our own client (never the caller's)."""
+        if self._client is not None and self._loop is asyncio.get_running_loop():
+            await self._client.aclose()
+        self._client = None
+
+
+def encode_json(body: Any) -> bytes:
+    """Compact UTF-8 JSON (what the SDKs send)."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+async def stream_sse(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    body: Any,
+    provider: str,
+    secrets: Iterable[str | None] = (),
+    decoder: SSEDecoder | None = None,
+) -> AsyncIterator[SSEMessage]:
+    """POST ``body`` as JSON to ``url`` and yield the SSE events of the response.
+
+    Raises LLMError: the classified HTTP error (non-2xx), the error a JSON body carries when
+    the server answered without a stream, or ``transport`` for every httpx failure, the
+    connect timeout included. It does not decide whether the stream ended properly: each
+    provider knows its terminal event (:func:`~.classify.stream_cut_error`).
+    """
+    secrets = tuple(secrets)
+    sent = {"content-type": "application/json", "accept": "text/event-stream", **headers}
+    log.debug("%s: POST %s headers=%s", provider, safe_url(url), redact_headers(sent))
+    try:
+        async with client.stream("POST", url, headers=sent, content=encode_json(body)) as response:
+            if not 200 <= response.status_code < 300:
+                raw = await response.aread()
+                raise classify_http_error(response.status_code, raw, response.headers, provider=provider,
+                                          url=url, secrets=secrets)
+            ctype = response.headers.get("content-type", "")
+            if "json" in ctype and "event-stream" not in ctype:
+                raise _json_instead_of_stream(await response.aread(), url=url, provider=provider, secrets=secrets)
+            async for message in aiter_sse_messages(response, decoder):
+                yield message
+    except httpx.HTTPError as exc:
+        raise transport_error(exc, url=url, provider=provider, secrets=secrets) from exc
+
+
+def _json_instead_of_stream(raw: bytes, *, url: str, provider: str, secrets: tuple[str | None, ...]) -> LLMError:
+    text = raw.decode("utf-8", "replace")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if isinstance(body, (dict, list)) and "error" in (body[0] if isinstance(body, list) and body else body):
+        return classify_error_body(body[0] if isinstance(body, list) else body, provider=provider, secrets=secrets)
+    return malformed_data_error(text, url=url, provider=provider, secrets=secrets,
+                                reason="a JSON body where an event stream was expected")

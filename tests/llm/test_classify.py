@@ -1,0 +1,119 @@
+"""classify_http_error / classify_error_body / transport errors: every kind, every overflow wording."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+
+import httpx
+import pytest
+from steerable_agent_runtime.llm import LLMError
+from steerable_agent_runtime.llm.classify import (
+    OVERFLOW_PHRASES,
+    classify_error_body,
+    classify_http_error,
+    malformed_data_error,
+    retry_after_ms,
+    safe_url,
+    stream_cut_error,
+    transport_error,
+)
+
+RUNTIME_MD_WORDINGS = [
+    "context length", "context window", "maximum context", "prompt is too long", "too many tokens",
+    "exceeds the maximum allowed input length", "input token count", "request too large",
+    "reduce the length", "Range of input length",
+]
+
+
+@pytest.mark.parametrize("wording", RUNTIME_MD_WORDINGS)
+@pytest.mark.parametrize("status", [400, 413])
+def test_every_overflow_wording_is_context_overflow(wording, status):
+    body = {"error": {"message": f"Bad: {wording.upper()} exceeded for this model", "type": "invalid_request_error"}}
+    err = classify_http_error(status, json.dumps(body), provider="openai_compat")
+    assert (err.kind, err.status_code, err.retryable) == ("context_overflow", status, False)
+    assert wording.upper() in str(err)
+
+
+def test_every_runtime_md_wording_is_in_the_table():
+    assert all(w.lower() in OVERFLOW_PHRASES for w in RUNTIME_MD_WORDINGS)
+
+
+def test_a_400_without_overflow_words_is_invalid_request_and_413_too():
+    assert classify_http_error(400, '{"error":{"message":"unknown model"}}').kind == "invalid_request"
+    assert classify_http_error(413, "payload").kind == "invalid_request"
+
+
+@pytest.mark.parametrize("status,kind", [(401, "auth"), (403, "auth"), (408, "transport"), (404, "invalid_request"),
+                                         (422, "invalid_request"), (500, "server"), (502, "server"),
+                                         (503, "server"), (529, "server"), (429, "rate_limit")])
+def test_status_kinds(status, kind):
+    err = classify_http_error(status, b"{}", provider="p")
+    assert err.kind == kind and err.status_code == status and err.provider == "p"
+    assert err.hint
+
+
+def test_429_retry_after_seconds_and_http_date_and_ms():
+    assert classify_http_error(429, "{}", {"Retry-After": "7"}).retry_after_ms == 7000
+    assert classify_http_error(429, "{}", {"retry-after": "0.5"}).retry_after_ms == 500
+    assert classify_http_error(429, "{}", {"retry-after-ms": "1234", "retry-after": "9"}).retry_after_ms == 1234
+    date = email.utils.formatdate(time.time() + 30, usegmt=True)
+    ms = classify_http_error(429, "{}", {"Retry-After": date}).retry_after_ms
+    assert 28_000 <= ms <= 30_000
+    past = email.utils.formatdate(time.time() - 30, usegmt=True)
+    assert retry_after_ms({"Retry-After": past}) == 0
+    assert retry_after_ms({"Retry-After": "soon"}) is None
+    assert classify_http_error(429, "{}").retry_after_ms is None
+
+
+def test_api_key_never_in_message_or_body():
+    key = "sk-secret-123456"
+    body = {"error": {"message": f"Incorrect API key provided: {key}."}}
+    err = classify_http_error(401, json.dumps(body), provider="p", url="http://h/v1?key=" + key, secrets=[key])
+    assert key not in str(err) and key not in err.body and key not in json.dumps(err.to_dict())
+    assert "[redacted]" in str(err)
+
+
+def test_safe_url_drops_userinfo_and_key_params():
+    assert safe_url("https://u:pw@h.example:8443/v1/x?alt=sse&key=abc") == "https://h.example:8443/v1/x?alt=sse&key=[redacted]"
+
+
+@pytest.mark.parametrize("body,kind", [
+    ({"error": {"message": "The server had an error", "type": "server_error"}}, "server"),
+    ({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, "server"),
+    ({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}, "rate_limit"),
+    ({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens"}},
+     "context_overflow"),
+    ({"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}}, "rate_limit"),
+    ({"error": {"code": 400, "message": "The input token count (1200000) exceeds", "status": "INVALID_ARGUMENT"}},
+     "context_overflow"),
+    ({"error": {"code": 503, "message": "unavailable"}}, "server"),
+    ({"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}, "auth"),
+    ({"type": "error", "code": "context_length_exceeded", "message": "Your input exceeds the context window"},
+     "context_overflow"),
+    ({"what": "unknown"}, "server"),
+])
+def test_error_event_in_stream(body, kind):
+    err = classify_error_body(body, provider="p")
+    assert err.kind == kind
+    assert "error event" in str(err)
+
+
+def test_transport_errors_name_the_url_not_the_key():
+    key = "sk-live-abcdef"
+    req = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    for exc, words in [(httpx.ConnectError("refused", request=req), "cannot connect"),
+                       (httpx.ConnectTimeout("slow", request=req), "connect timed out"),
+                       (httpx.ReadTimeout("slow", request=req), "read timeout"),
+                       (httpx.RemoteProtocolError("peer closed " + key, request=req), "dropped")]:
+        err = transport_error(exc, url="http://127.0.0.1:9/v1/chat/completions", provider="p", secrets=[key])
+        assert isinstance(err, LLMError) and err.kind == "transport" and err.retryable
+        assert words in str(err) and "http://127.0.0.1:9/v1/chat/completions" in str(err) and key not in str(err)
+
+
+def test_stream_cut_and_malformed_data():
+    cut = stream_cut_error(url="http://h/x", provider="p", expected="[DONE]")
+    assert cut.kind == "transport" and "[DONE]" in str(cut)
+    bad = malformed_data_error("{not json", url="http://h/x", provider="p")
+    assert bad.kind == "invalid_request" and "{not json" in str(bad)
