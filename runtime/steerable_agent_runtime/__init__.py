@@ -29,6 +29,11 @@ from .storage import StorageAdapter
 from .storage.memory import InMemoryStorage
 from .storage.schema import SCHEMA_VERSION
 from .storage.sqlite import SqliteStorage
+from .tools import ToolCall, ToolConsentError, ToolResult, ToolRouter, tool
+from .loop import (
+    CacheDriftMonitor, ChainHooks, CoreLoop, LoopConfig, LoopContext, LoopEvent, LoopHooks, NoopHooks, PreStepAction,
+    RetryAction, RetryHooks, RewriteRequest,
+)
 
 __version__ = "0.1.0"
 
@@ -38,4 +43,10 @@ __all__ = [
     "NotAStoreError", "RECORD_FORMAT_VERSION", "RecordFormatError", "SCHEMA_VERSION", "SchemaTooNewError",
     "SqliteStorage", "SteerableError", "StorageAdapter", "StoreAlreadyOwnedError", "TraceEvent", "TraceSpan",
     "UsageError", "parse_entry", "resume_transcript", "upgrade_entry_dict", "__version__",
+]
+# The runtime loop and tools (issue 12).
+__all__ += [
+    "CacheDriftMonitor", "ChainHooks", "CoreLoop", "LoopConfig", "LoopContext", "LoopEvent", "LoopHooks", "NoopHooks",
+    "PreStepAction", "RetryAction", "RetryHooks", "RewriteRequest", "ToolCall", "ToolConsentError", "ToolResult",
+    "ToolRouter", "tool",
 ]

@@ -13,11 +13,12 @@ Guarantees of :meth:`ToolRouter.dispatch` (RUNTIME.md, "Tools"):
 from __future__ import annotations
 
 import asyncio
+import copy
 import difflib
 import inspect
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -99,11 +100,16 @@ class ToolSpec:
     handler: Handler
     arguments_model: type[BaseModel]
     takes_context: bool
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.parameters:
+            self.parameters = _schema(self)
 
     def describe(self) -> dict[str, Any]:
-        """The tool in OpenAI function form."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": _schema(self)}}
+        """The tool in OpenAI function form (a fresh copy; the schema is built once)."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": copy.deepcopy(self.parameters)}}
 
 
 def _schema(spec: ToolSpec) -> dict[str, Any]:

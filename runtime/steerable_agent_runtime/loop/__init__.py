@@ -2,8 +2,43 @@
 
 from __future__ import annotations
 
-from .hooks import CompactionTrigger, LoopContext, LoopHooks, NoopHooks, PreStepAction, RetryAction, RewriteRequest
+from .cache_drift import CacheDriftMonitor
+from .config import LoopConfig
+from .core import CoreLoop
+from .events import EVENT_KINDS, CompletionStatus, EventKind, LoopEvent
+from .hooks import (
+    ChainHooks,
+    CompactionTrigger,
+    LoopContext,
+    LoopHooks,
+    NoopHooks,
+    PreStepAction,
+    RetryAction,
+    RetryHooks,
+    RewriteRequest,
+)
+from .record import INTERRUPTED_ERROR, RecordWriter, repair_dangling
+from .toolbatch import Approver
 
 __all__ = [
-    "CompactionTrigger", "LoopContext", "LoopHooks", "NoopHooks", "PreStepAction", "RetryAction", "RewriteRequest",
+    "EVENT_KINDS",
+    "INTERRUPTED_ERROR",
+    "Approver",
+    "CacheDriftMonitor",
+    "ChainHooks",
+    "CompactionTrigger",
+    "CompletionStatus",
+    "CoreLoop",
+    "EventKind",
+    "LoopConfig",
+    "LoopContext",
+    "LoopEvent",
+    "LoopHooks",
+    "NoopHooks",
+    "PreStepAction",
+    "RecordWriter",
+    "RetryAction",
+    "RetryHooks",
+    "RewriteRequest",
+    "repair_dangling",
 ]

@@ -8,9 +8,10 @@ place, rule by rule).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
+from ..llm.retry import RetryPolicy
 from ..models import LLMMessage, ToolCall
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ class LoopContext:
     consecutive_tool_errors: int = 0
     consent_granted: bool = False
     record_id: str | None = None
+    attempt: int = 1
+    """The 1-based number of the provider attempt of this round (``on_request_error`` sees the
+    attempt that just failed)."""
 
 
 @dataclass
@@ -60,11 +64,11 @@ class PreStepAction:
     rewrite: RewriteRequest | None = None
 
     @classmethod
-    def proceed(cls, *, appends: Sequence[LLMMessage] = (), rewrite: RewriteRequest | None = None) -> "PreStepAction":
+    def proceed(cls, *, appends: Sequence[LLMMessage] = (), rewrite: RewriteRequest | None = None) -> PreStepAction:
         return cls("proceed", None, list(appends), rewrite)
 
     @classmethod
-    def reject(cls, reason: str) -> "PreStepAction":
+    def reject(cls, reason: str) -> PreStepAction:
         return cls("reject", reason)
 
 
@@ -79,11 +83,11 @@ class RetryAction:
     reason: str | None = None
 
     @classmethod
-    def fail(cls, reason: str | None = None) -> "RetryAction":
+    def fail(cls, reason: str | None = None) -> RetryAction:
         return cls("fail", 0, None, reason)
 
     @classmethod
-    def retry(cls, delay_ms: int = 0, *, rewrite: RewriteRequest | None = None, reason: str | None = None) -> "RetryAction":
+    def retry(cls, delay_ms: int = 0, *, rewrite: RewriteRequest | None = None, reason: str | None = None) -> RetryAction:
         return cls("retry", delay_ms, rewrite, reason)
 
 
@@ -105,7 +109,7 @@ class LoopHooks:
     async def compact_now(self, transcript: Sequence[LLMMessage], ctx: LoopContext) -> RewriteRequest | None:
         return None
 
-    async def post_tool_result(self, result: "ToolResult", call: ToolCall, ctx: LoopContext) -> "ToolResult | None":
+    async def post_tool_result(self, result: ToolResult, call: ToolCall, ctx: LoopContext) -> ToolResult | None:
         return None
 
     async def on_request_error(
@@ -119,3 +123,101 @@ class LoopHooks:
 
 class NoopHooks(LoopHooks):
     """Hooks that do nothing (the default)."""
+
+
+class ChainHooks(LoopHooks):
+    """Several hooks as one, merged in order (the one place the merge rules live).
+
+    - ``pre_step``: each hook sees the transcript as the hooks before it left it (their appends
+      or rewrite applied, in a new list). The first reject wins. A rewrite drops the appends
+      before it; appends after a rewrite fold into its messages, keeping its token figures.
+    - ``compact_now``: forwarded in order to the first hook that returns a rewrite.
+    - ``post_tool_result``: each hook may replace the result; the next one sees the replacement.
+    - ``on_request_error``: the first retry wins; otherwise the first fail, else None.
+    - ``before_completion``: the first reject wins; appends are concatenated in order.
+    """
+
+    def __init__(self, *hooks: LoopHooks) -> None:
+        self.hooks: tuple[LoopHooks, ...] = tuple(h for h in hooks if h is not None)
+
+    async def pre_step(self, transcript: Sequence[LLMMessage], ctx: LoopContext) -> PreStepAction | None:
+        appends: list[LLMMessage] = []
+        rewrite: RewriteRequest | None = None
+        acted = False
+        for hook in self.hooks:
+            current = list(rewrite.messages) if rewrite else [*transcript, *appends]
+            action = await hook.pre_step(current, ctx)
+            if action is None:
+                continue
+            if action.action == "reject":
+                return action
+            acted = True
+            if action.rewrite is not None:
+                rewrite = replace(action.rewrite, messages=list(action.rewrite.messages))
+                appends = []
+            if rewrite is not None:
+                rewrite.messages.extend(action.appends)
+            else:
+                appends.extend(action.appends)
+        return PreStepAction.proceed(appends=appends, rewrite=rewrite) if acted else None
+
+    async def compact_now(self, transcript: Sequence[LLMMessage], ctx: LoopContext) -> RewriteRequest | None:
+        for hook in self.hooks:
+            rewrite = await hook.compact_now(transcript, ctx)
+            if rewrite is not None:
+                return rewrite
+        return None
+
+    async def post_tool_result(self, result: ToolResult, call: ToolCall, ctx: LoopContext) -> ToolResult | None:
+        replaced = None
+        for hook in self.hooks:
+            out = await hook.post_tool_result(replaced or result, call, ctx)
+            if out is not None:
+                replaced = out
+        return replaced
+
+    async def on_request_error(
+        self, error: BaseException, transcript: Sequence[LLMMessage], ctx: LoopContext
+    ) -> RetryAction | None:
+        first_fail = None
+        for hook in self.hooks:
+            action = await hook.on_request_error(error, transcript, ctx)
+            if action is None:
+                continue
+            if action.action == "retry":
+                return action
+            first_fail = first_fail or action
+        return first_fail
+
+    async def before_completion(self, draft: LLMMessage, ctx: LoopContext) -> PreStepAction | None:
+        appends: list[LLMMessage] = []
+        acted = False
+        for hook in self.hooks:
+            action = await hook.before_completion(draft, ctx)
+            if action is None:
+                continue
+            if action.action == "reject":
+                return action
+            acted = True
+            appends.extend(action.appends)
+        return PreStepAction.proceed(appends=appends) if acted else None
+
+
+class RetryHooks(LoopHooks):
+    """Retries a failed provider request by ``policy`` (llm.retry.RetryPolicy: 3 attempts, 200 ms
+    doubling to 5 s, +-20 % jitter, Retry-After honoured up to 180 s, only retryable kinds).
+
+    Returns None (fail) for anything the policy does not retry, so a later hook in a chain
+    (e.g. overflow compaction) may still act on a ``context_overflow``.
+    """
+
+    def __init__(self, policy: RetryPolicy | None = None) -> None:
+        self.policy = policy or RetryPolicy()
+
+    async def on_request_error(
+        self, error: BaseException, transcript: Sequence[LLMMessage], ctx: LoopContext
+    ) -> RetryAction | None:
+        delay = self.policy.delay_ms(error, ctx.attempt)
+        if delay is None:
+            return None
+        return RetryAction.retry(delay, reason=f"retry {ctx.attempt + 1} of {self.policy.max_attempts}")

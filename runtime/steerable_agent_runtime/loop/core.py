@@ -1,0 +1,417 @@
+"""CoreLoop: stream a model, run its tool calls, repeat; the record written as it goes.
+
+A round: take steer messages -> cancel check -> max_rounds / budget_tokens guard ->
+``hooks.pre_step`` (reject, rewrite, appends) -> a pending ``request_compact`` -> flush to the
+record -> stream the provider (retries through ``hooks.on_request_error``) -> the assistant
+message; with tool calls: flush (so a crash mid-tool leaves a call resume can repair), run
+them (:mod:`.toolbatch`), flush -> next round; without: ``hooks.before_completion`` -> flush ->
+completion.
+
+Guarantees:
+- ``completion`` is always the last event of a turn; its status is completed, failed,
+  budget_exhausted or cancelled. Provider errors end the turn as failed (an ``error`` event
+  first) instead of raising; a storage error or a RecordFormatError raises out of the iterator.
+- With a storage, after every flush ``resume_transcript(storage, record_id)`` equals the
+  transcript of the next request; a crash loses at most the round in flight.
+- ``cancel()`` winds the turn down at the next chunk or tool boundary; the record then holds
+  the partial assistant text and a result for every call.
+- ``run`` raises UsageError at once for an empty transcript or while another turn runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UsageError
+from ..history import resume_transcript
+from ..llm.types import LLMUsage
+from ..models import AgentSession, LLMMessage, ToolCall, utc_now
+from ..tools import ToolRouter
+from .config import LoopConfig
+from .events import CompletionStatus, LoopEvent
+from .hooks import LoopContext, LoopHooks, NoopHooks, RewriteRequest
+from .record import RecordWriter, repair_dangling
+from .request import Attempt
+from .spans import null_run
+from .toolbatch import Approver, ToolBatch, tool_message
+
+_OUTCOME = {"completed": "ok", "failed": "error", "budget_exhausted": "budget_exhausted", "cancelled": "cancelled"}
+
+
+@dataclass
+class _Turn:
+    """The state of one turn (one ``run`` or ``resume``)."""
+
+    transcript: list[LLMMessage]
+    writer: RecordWriter
+    ctx: LoopContext
+    batch: ToolBatch
+    run: Any
+    round: int = 0
+    rounds_run: int = 0
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    round_usage: LLMUsage = field(default_factory=LLMUsage)
+    reply: LLMMessage | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    stopped: bool = False
+    failure: BaseException | None = None
+
+
+def _as_message(message: LLMMessage | Mapping[str, Any]) -> LLMMessage:
+    return message if isinstance(message, LLMMessage) else LLMMessage.model_validate(message)
+
+
+def _hook_name(hooks: LoopHooks) -> str:
+    return type(hooks).__name__
+
+
+class CoreLoop:
+    """The agent loop (RUNTIME.md, "The loop"). One turn at a time per instance.
+
+    ``tools`` is a ToolRouter or any object with ``describe()`` and ``async execute(call, ctx)``
+    (None: no tools). ``approver`` is ``async (call, mode, ctx) -> bool`` for ``local`` and
+    ``destructive`` calls; without one they are denied. ``recorder`` is a TraceRecorder.
+    """
+
+    def __init__(self, provider: Any, tools: Any = None, *, config: LoopConfig | None = None,
+                 hooks: LoopHooks | None = None, storage: Any = None, record_id: str | None = None,
+                 recorder: Any = None, approver: Approver | None = None) -> None:
+        self.provider = provider
+        self.tools = tools if tools is not None else ToolRouter()
+        self.config = config or LoopConfig()
+        self.hooks = hooks or NoopHooks()
+        self.storage = storage
+        self.record_id = record_id
+        self.recorder = recorder
+        self.approver = approver
+        self.transcript: list[LLMMessage] = []
+        self.usage = LLMUsage()
+        self.trace_id: str | None = None
+        self._steer: list[str] = []
+        self._cancel = False
+        self._cancel_event: asyncio.Event | None = None
+        self._compact = False
+        self._running = False
+
+    # --- control (callable from another task while a turn runs) ---------------------------
+
+    @property
+    def running(self) -> bool:
+        """Whether a turn is in progress."""
+        return self._running
+
+    def steer(self, text: str) -> bool:
+        """Queue a user message for the start of the next round (a ``steer`` event when taken)."""
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError("steer text is empty", hint="pass the message to add to the transcript")
+        self._steer.append(text)
+        return True
+
+    def cancel(self) -> bool:
+        """Wind the turn down at the next chunk or tool boundary (completion ``cancelled``)."""
+        self._cancel = True
+        if self._cancel_event is not None:
+            self._cancel_event.set()
+        return True
+
+    def request_compact(self) -> bool:
+        """Ask for a manual compaction (``hooks.compact_now``) after the next regular pre_step."""
+        self._compact = True
+        return True
+
+    # --- turns ------------------------------------------------------------------------------
+
+    def run(self, messages: Iterable[LLMMessage | Mapping[str, Any]], *, chat_id: str,
+            session: AgentSession | None = None) -> AsyncIterator[LoopEvent]:
+        """Start a turn from ``messages``; returns the async iterator of its events.
+
+        Raises UsageError at once for an empty transcript, a missing chat_id, or a turn
+        already running. With a storage, the record ``record_id`` (default chat_id) is lined
+        up with ``messages`` first (see RecordWriter.start).
+        """
+        transcript = [_as_message(m) for m in messages]
+        if not transcript:
+            raise UsageError("the transcript is empty: the model has nothing to answer",
+                             hint="pass at least one message, e.g. {'role': 'user', 'content': '...'}")
+        self._check_start(chat_id)
+        return self._turn(transcript, chat_id, session, None)
+
+    def resume(self, record_id: str, messages: Iterable[LLMMessage | Mapping[str, Any]] = (), *,
+               chat_id: str | None = None, session: AgentSession | None = None) -> AsyncIterator[LoopEvent]:
+        """Continue the record ``record_id`` (also one another process wrote), ``messages`` appended.
+
+        Dangling tool calls get an "interrupted; verify its side effects" result, appended to the
+        record. Raises UsageError without a storage or while a turn runs; the iterator raises
+        RecordFormatError (the record untouched) for a record this build cannot read, and
+        UsageError for an empty record with no new messages.
+        """
+        if self.storage is None:
+            raise UsageError("resume needs a storage", hint="create the CoreLoop with storage=...")
+        extra = [_as_message(m) for m in messages]
+        self._check_start(chat_id or record_id)
+        return self._turn(extra, chat_id or record_id, session, record_id)
+
+    def _check_start(self, chat_id: str) -> None:
+        if not isinstance(chat_id, str) or not chat_id:
+            raise UsageError("chat_id is required", hint="pass chat_id='...' (the record id defaults to it)")
+        if self._running:
+            raise UsageError("a turn is already running on this CoreLoop",
+                             hint="wait for its completion event, or cancel() it first")
+
+    async def _turn(self, messages: list[LLMMessage], chat_id: str, session: AgentSession | None,
+                    resume_id: str | None) -> AsyncIterator[LoopEvent]:
+        self._running = True
+        self._cancel_event = asyncio.Event()
+        if self._cancel:
+            self._cancel_event.set()
+        try:
+            record_id = resume_id or self.record_id or chat_id
+            writer = RecordWriter(self.storage, record_id)
+            transcript = await self._opening(writer, messages, resume_id)
+            ctx = LoopContext(chat_id=chat_id, record_id=record_id)
+            batch = ToolBatch(self.tools, self.config, self.hooks, self.approver, self._cancel_event)
+            tracing = self.recorder.run(session or _default_session(chat_id)) if self.recorder else null_run()
+            async with tracing as run:
+                self.trace_id = run.trace_id
+                turn = _Turn(transcript, writer, ctx, batch, run)
+                self.transcript = turn.transcript
+                try:
+                    async for event in self._rounds(turn):
+                        yield event
+                except GeneratorExit:
+                    run.set_outcome("cancelled")
+                    raise
+        finally:
+            self._running = False
+            self._cancel = False
+            self._cancel_event = None
+
+    async def _opening(self, writer: RecordWriter, messages: list[LLMMessage], resume_id: str | None) -> list[LLMMessage]:
+        if resume_id is None:
+            await writer.start(messages)
+            return list(messages)
+        stored = await resume_transcript(self.storage, resume_id)
+        if not stored and not messages:
+            raise UsageError(f"record {resume_id!r} is empty: nothing to resume",
+                             hint="start the chat with run(messages, chat_id=...)")
+        repaired, append_only = repair_dangling(stored)
+        writer.adopt(stored)
+        if append_only:
+            await writer.flush(repaired)
+        else:
+            await self.storage.append_history(
+                resume_id, [{"type": "seed", "messages": [m.to_wire() for m in repaired]}])
+            writer.adopt(repaired)
+        return [*repaired, *messages]
+
+    # --- the rounds -------------------------------------------------------------------------
+
+    async def _rounds(self, t: _Turn) -> AsyncIterator[LoopEvent]:
+        while True:
+            yield LoopEvent("stage_start", {"round": t.round})
+            for text in self._take_steer():
+                t.transcript.append(LLMMessage(role="user", content=text))
+                yield LoopEvent("steer", {"content": text})
+            if self._cancelled():
+                for event in await self._end(t, "cancelled", "cancelled before the request"):
+                    yield event
+                return
+            exhausted = self._exhausted(t)
+            if exhausted is not None:
+                yield LoopEvent("budget_exhausted", exhausted)
+                for event in await self._end(t, "budget_exhausted", exhausted["reason"]):
+                    yield event
+                return
+            t.ctx.round_index = t.round
+            rejected: list[LoopEvent] = []
+            async for event in self._pre_step(t, rejected):
+                yield event
+            if rejected:
+                for event in await self._end(t, "failed", rejected[0].data["reason"]):
+                    yield event
+                return
+            await t.writer.flush(t.transcript)
+            async for event in self._request(t):
+                yield event
+            async for event in self._after_response(t):
+                yield event
+            if t.stopped:
+                return
+            t.round += 1
+
+    def _take_steer(self) -> list[str]:
+        taken, self._steer = self._steer, []
+        return taken
+
+    def _cancelled(self) -> bool:
+        return self._cancel_event is not None and self._cancel_event.is_set()
+
+    def _exhausted(self, t: _Turn) -> dict[str, Any] | None:
+        total = t.usage.total_tokens
+        if t.round >= self.config.max_rounds:
+            return {"reason": "max_rounds", "rounds": t.round, "totalTokens": total}
+        budget = self.config.budget_tokens
+        if budget is not None and total >= budget:
+            return {"reason": "budget_tokens", "rounds": t.round, "totalTokens": total}
+        return None
+
+    async def _pre_step(self, t: _Turn, rejected: list[LoopEvent]) -> AsyncIterator[LoopEvent]:
+        action = await self.hooks.pre_step(list(t.transcript), t.ctx)
+        name = _hook_name(self.hooks)
+        if action is not None and action.action == "reject":
+            event = LoopEvent("hook_action", {"hook": name, "action": "reject", "reason": action.reason,
+                                              "preTokens": None, "postTokens": None})
+            rejected.append(event)
+            yield event
+            return
+        if action is not None and action.rewrite is not None:
+            yield await self._rewrite(t, action.rewrite, "rewrite")
+        if action is not None and action.appends:
+            t.transcript.extend(action.appends)
+            yield LoopEvent("hook_action", {"hook": name, "action": "append", "reason": action.reason,
+                                            "preTokens": None, "postTokens": None, "count": len(action.appends)})
+        if self._compact:
+            self._compact = False
+            request = await self.hooks.compact_now(list(t.transcript), t.ctx)
+            if request is not None:
+                yield await self._rewrite(t, request, "compact")
+            else:
+                yield LoopEvent("hook_action", {"hook": name, "action": "compact_noop",
+                                                "reason": "nothing to compact", "preTokens": None, "postTokens": None})
+
+    async def _rewrite(self, t: _Turn, request: RewriteRequest, action: str) -> LoopEvent:
+        """Replace the transcript (one compaction_boundary in the record) and describe it."""
+        await t.writer.flush(t.transcript)
+        await t.writer.rewrite(request)
+        t.transcript[:] = list(request.messages)
+        return LoopEvent("hook_action", {"hook": _hook_name(self.hooks), "action": action, "reason": request.reason,
+                                         "trigger": request.trigger, "preTokens": request.pre_tokens,
+                                         "postTokens": request.post_tokens})
+
+    async def _request(self, t: _Turn) -> AsyncIterator[LoopEvent]:
+        """Stream the provider, retrying through on_request_error; sets t.reply / t.failure."""
+        attempt = 1
+        t.reply, t.calls, t.failure = None, [], None
+        t.rounds_run = t.round + 1
+        while True:
+            t.ctx.attempt = attempt
+            outcome = Attempt(t.round, attempt)
+            async for event in outcome.stream(self.provider, t.transcript, self.tools.describe(),
+                                              self.config.request_options(), t.run, self._cancel_event):
+                yield event
+            if outcome.error is None:
+                self._take_reply(t, outcome)
+                return
+            error = outcome.error
+            action = None if self._cancelled() else await self.hooks.on_request_error(error, list(t.transcript), t.ctx)
+            if action is None or action.action != "retry":
+                t.failure = error
+                return
+            if action.rewrite is not None:
+                yield await self._rewrite(t, action.rewrite, "rewrite")
+            if action.delay_ms > 0 and self._cancel_event is not None:
+                try:
+                    await asyncio.wait_for(self._cancel_event.wait(), action.delay_ms / 1000.0)
+                except TimeoutError:
+                    pass
+            if self._cancelled():
+                return
+            attempt += 1
+
+    @staticmethod
+    def _take_reply(t: _Turn, outcome: Attempt) -> None:
+        usage = outcome.usage
+        if usage is not None:
+            t.ctx.last_prompt_tokens = usage.prompt_tokens
+            t.ctx.last_prompt_transcript_len = len(t.transcript)
+            t.ctx.last_cached_prompt_tokens = usage.cached_prompt_tokens
+            t.ctx.last_cache_creation_tokens = usage.cache_creation_tokens
+            t.usage = t.usage + usage
+        t.round_usage = usage or LLMUsage()
+        t.reply, t.calls, t.finish_reason = outcome.message(), list(outcome.calls), outcome.finish_reason
+
+    async def _after_response(self, t: _Turn) -> AsyncIterator[LoopEvent]:
+        if t.failure is not None:
+            yield _error_event(t.failure)
+            for event in await self._end(t, "failed", str(t.failure)):
+                yield event
+            return
+        if t.reply is not None:
+            t.transcript.append(t.reply)
+        if t.calls:
+            async for event in self._tools(t):
+                yield event
+            return
+        if self._cancelled():
+            for event in await self._end(t, "cancelled", "cancelled while streaming"):
+                yield event
+            return
+        async for event in self._completion(t):
+            yield event
+
+    async def _completion(self, t: _Turn) -> AsyncIterator[LoopEvent]:
+        draft = t.reply or LLMMessage(role="assistant", content="")
+        decision = await self.hooks.before_completion(draft, t.ctx)
+        if decision is not None and decision.action == "reject":
+            yield LoopEvent("hook_action", {"hook": _hook_name(self.hooks), "action": "reject",
+                                            "reason": decision.reason, "preTokens": None, "postTokens": None})
+            for event in await self._end(t, "failed", decision.reason or "rejected before completion"):
+                yield event
+            return
+        if decision is not None and decision.appends:
+            t.transcript.extend(decision.appends)
+            await t.writer.flush(t.transcript)
+            yield LoopEvent("hook_action", {"hook": _hook_name(self.hooks), "action": "append", "reason": decision.reason,
+                                            "preTokens": None, "postTokens": None, "count": len(decision.appends)})
+            yield self._stage_complete(t)
+            return
+        yield self._stage_complete(t)
+        for event in await self._end(t, "completed", t.finish_reason or "stop"):
+            yield event
+
+    async def _tools(self, t: _Turn) -> AsyncIterator[LoopEvent]:
+        await t.writer.flush(t.transcript)  # the calls are in the record before any of them runs
+        results: list[tuple[ToolCall, Any]] = []
+        async for event in t.batch.run(t.calls, t.ctx, t.run, results):
+            yield event
+        t.transcript.extend(tool_message(call, result) for call, result in results)
+        await t.writer.flush(t.transcript)
+        yield self._stage_complete(t)
+        if self._cancelled():
+            for event in await self._end(t, "cancelled", "cancelled during tool calls"):
+                yield event
+        elif t.batch.consecutive_errors >= self.config.max_tool_errors:
+            reason = f"max_tool_errors: {t.batch.consecutive_errors} consecutive tool errors"
+            yield LoopEvent("error", {"message": reason, "hint": "look at the failed tool results in the transcript"})
+            for event in await self._end(t, "failed", reason):
+                yield event
+
+    def _stage_complete(self, t: _Turn) -> LoopEvent:
+        return LoopEvent("stage_complete", {"round": t.round, "usage": t.round_usage.to_wire()})
+
+    async def _end(self, t: _Turn, status: CompletionStatus, reason: str) -> list[LoopEvent]:
+        await t.writer.flush(t.transcript)
+        t.stopped = True
+        self.usage = t.usage
+        t.run.set_outcome(_OUTCOME[status])
+        return [LoopEvent("completion", {"status": status, "reason": reason, "usage": t.usage.to_wire(),
+                                         "rounds": t.rounds_run,
+                                         "traceId": t.run.trace_id})]
+
+
+def _error_event(error: BaseException) -> LoopEvent:
+    data: dict[str, Any] = {"message": str(error), "hint": getattr(error, "hint", None) or "see the logs"}
+    kind = getattr(error, "kind", None)
+    if kind is not None:
+        data["kind"] = kind
+    return LoopEvent("error", data)
+
+
+def _default_session(chat_id: str) -> AgentSession:
+    now = utc_now()
+    return AgentSession(session_id=f"loop-{chat_id}", user_id="local", chat_id=chat_id, current_stage="RUNNING",
+                        is_active=True, created_at=now, updated_at=now)

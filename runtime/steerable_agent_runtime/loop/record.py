@@ -1,0 +1,121 @@
+"""The history record as the loop runs: flushing the transcript into ``item`` entries.
+
+:class:`RecordWriter` keeps one number, how many messages of the current transcript are
+already in the record, so each flush appends exactly the messages after it (idempotent per
+message: flushing twice appends nothing the second time). A rewrite appends one
+``compaction_boundary`` whose replacement is the new transcript. Invariant after every
+flush: ``resume_transcript(storage, record_id)`` equals the transcript.
+
+:func:`repair_dangling` is the resume-side repair: a tool call without its result gets a
+failed tool result saying the call was interrupted and its side effects must be verified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..history import resume_transcript
+from ..models import LLMMessage
+from ..tools import ToolResult
+
+if TYPE_CHECKING:
+    from ..storage import StorageAdapter
+    from .hooks import RewriteRequest
+
+INTERRUPTED_ERROR = "interrupted; verify its side effects before relying on it (the run stopped while this call ran)"
+
+
+def _item(message: LLMMessage) -> dict[str, Any]:
+    return {"type": "item", "message": message.to_wire()}
+
+
+class RecordWriter:
+    """Appends a transcript to the history record ``record_id`` of ``storage``, once per message.
+
+    ``storage=None`` makes every method a no-op (a loop without a record).
+    """
+
+    def __init__(self, storage: StorageAdapter | None, record_id: str) -> None:
+        self.storage = storage
+        self.record_id = record_id
+        self.flushed = 0
+
+    async def start(self, transcript: Sequence[LLMMessage]) -> None:
+        """Line the record up with the transcript a run starts from.
+
+        A record whose transcript is a prefix of ``transcript`` (an empty one included) gets the
+        rest as items; any other record gets one ``seed`` entry holding ``transcript`` (so the
+        record resumes to exactly it). Raises RecordFormatError, appending nothing, when the
+        existing record cannot be read.
+        """
+        if self.storage is None:
+            return
+        existing = await resume_transcript(self.storage, self.record_id)
+        if list(transcript[: len(existing)]) == existing:
+            self.flushed = len(existing)
+            await self.flush(transcript)
+        else:
+            await self.storage.append_history(
+                self.record_id, [{"type": "seed", "messages": [m.to_wire() for m in transcript]}])
+            self.flushed = len(transcript)
+
+    def adopt(self, transcript: Sequence[LLMMessage]) -> None:
+        """Declare ``transcript`` already in the record (a resume read it from there)."""
+        self.flushed = len(transcript)
+
+    async def flush(self, transcript: Sequence[LLMMessage]) -> int:
+        """Append the messages after the flushed ones as item entries (one atomic call).
+
+        Returns how many were appended. Storage errors propagate; ``flushed`` only moves once
+        the append returned, so a failed flush is retried whole by the next one.
+        """
+        pending = transcript[self.flushed:]
+        if self.storage is None or not pending:
+            self.flushed = len(transcript)
+            return 0
+        await self.storage.append_history(self.record_id, [_item(m) for m in pending])
+        self.flushed = len(transcript)
+        return len(pending)
+
+    async def rewrite(self, request: RewriteRequest) -> None:
+        """Append one compaction_boundary for ``request``; its messages are then all flushed."""
+        if self.storage is not None:
+            await self.storage.append_history(self.record_id, [{
+                "type": "compaction_boundary", "trigger": request.trigger, "preTokens": request.pre_tokens,
+                "postTokens": request.post_tokens, "replacement": [m.to_wire() for m in request.messages]}])
+        self.flushed = len(request.messages)
+
+
+def dangling_calls(transcript: Sequence[LLMMessage]) -> list[tuple[int, dict[str, Any]]]:
+    """(index of the assistant message, call dict) for every tool call without a tool result."""
+    answered = {m.tool_call_id for m in transcript if m.role == "tool" and m.tool_call_id}
+    return [(index, call) for index, message in enumerate(transcript) if message.role == "assistant"
+            for call in message.tool_calls or () if call.get("id") not in answered]
+
+
+def interrupted_result(call: dict[str, Any]) -> LLMMessage:
+    """The tool message answering an interrupted call."""
+    result = ToolResult.failed(f"tool {call.get('name')!r} {INTERRUPTED_ERROR}")
+    return LLMMessage(role="tool", tool_call_id=call.get("id"), name=call.get("name"), content=result.to_content())
+
+
+def repair_dangling(transcript: Sequence[LLMMessage]) -> tuple[list[LLMMessage], bool]:
+    """The transcript with an interrupted result after every dangling call; and whether the
+    repair is a pure append (every dangling call belongs to the last assistant message and only
+    tool results follow it), so the record can take it as items rather than a seed."""
+    missing = dangling_calls(transcript)
+    if not missing:
+        return list(transcript), True
+    last_assistant = max(i for i, m in enumerate(transcript) if m.role == "assistant")
+    tail_is_results = all(m.role == "tool" for m in transcript[last_assistant + 1:])
+    if tail_is_results and all(index == last_assistant for index, _ in missing):
+        return [*transcript, *(interrupted_result(call) for _, call in missing)], True
+    repaired: list[LLMMessage] = []
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    for index, call in missing:
+        by_index.setdefault(index, []).append(call)
+    for index, message in enumerate(transcript):
+        repaired.append(message)
+        repaired.extend(interrupted_result(call) for call in by_index.get(index, ()))
+    return repaired, False

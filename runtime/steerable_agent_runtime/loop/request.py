@@ -1,0 +1,102 @@
+"""One provider attempt: stream it, turn chunks into events, bracket it in an ``llm.request`` span."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from ..llm.types import LLMUsage
+from ..models import LLMMessage, ToolCall
+from .events import LoopEvent
+
+
+class Attempt:
+    """The stream of one attempt and what it produced (text, calls, usage, or the error).
+
+    Guarantees: the provider's iterator is closed however the attempt ends; a cancel set while
+    streaming stops at the next chunk with what arrived so far kept (``cancelled`` True); any
+    exception the provider raises is caught into ``error`` (the loop asks its hooks what to do),
+    a cancellation of the task itself propagates.
+    """
+
+    def __init__(self, round_index: int, attempt: int) -> None:
+        self.round = round_index
+        self.attempt = attempt
+        self.text: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.usage: LLMUsage | None = None
+        self.finish_reason: str | None = None
+        self.cancelled = False
+        self.error: BaseException | None = None
+
+    def message(self) -> LLMMessage | None:
+        """The assistant message of this attempt (None when it produced nothing)."""
+        if not self.text and not self.calls:
+            return None if self.cancelled else LLMMessage(role="assistant", content="")
+        return LLMMessage(role="assistant", content="".join(self.text) if self.text or not self.calls else None,
+                          tool_calls=[c.to_wire() for c in self.calls] or None)
+
+    async def stream(self, provider: Any, transcript: Sequence[LLMMessage], tools: list[dict[str, Any]],
+                     options: dict[str, Any], run: Any, cancel: asyncio.Event | None) -> AsyncIterator[LoopEvent]:
+        """Run the attempt, yielding llm_request, the deltas and llm_response."""
+        yield LoopEvent("llm_request", {"round": self.round, "attempt": self.attempt})
+        attrs = {"llm.model": getattr(provider, "model", None), "llm.provider": getattr(provider, "name", None),
+                 "llm.round": self.round}
+        async with run.llm_request(attrs, attempt=self.attempt) as span:
+            stream = None
+            try:
+                stream = provider.stream(list(transcript), tools=tools or None, **options)
+                async for chunk in stream:
+                    for event in self._take(chunk):
+                        yield event
+                    if cancel is not None and cancel.is_set():
+                        self.cancelled = True
+                        break
+            except Exception as exc:  # noqa: BLE001 - every provider failure goes to on_request_error
+                self.error = exc
+            finally:
+                closer = getattr(stream, "aclose", None) if stream is not None else None
+                if closer is not None:
+                    await closer()
+            span.set_attrs(self._span_attrs())
+        yield LoopEvent("llm_response", self._response_data())
+
+    def _take(self, chunk: Any) -> list[LoopEvent]:
+        events = []
+        if chunk.reasoning_delta:
+            events.append(LoopEvent("reasoning_delta", {"delta": chunk.reasoning_delta}))
+        if chunk.content_delta:
+            self.text.append(chunk.content_delta)
+            events.append(LoopEvent("content_delta", {"delta": chunk.content_delta}))
+        if chunk.tool_call is not None:
+            self.calls.append(chunk.tool_call)
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        if chunk.finish_reason is not None:
+            self.finish_reason = chunk.finish_reason
+        return events
+
+    def _kind(self) -> str:
+        return getattr(self.error, "kind", None) or "internal"
+
+    def _response_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"round": self.round, "attempt": self.attempt}
+        if self.error is not None:
+            data["errorKind"] = self._kind()
+            return data
+        usage = self.usage or LLMUsage()
+        data.update(promptTokens=usage.prompt_tokens, cachedPromptTokens=usage.cached_prompt_tokens,
+                    completionTokens=usage.completion_tokens)
+        if self.cancelled:
+            data["cancelled"] = True
+        return data
+
+    def _span_attrs(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"llm.error_kind": self._kind(), "error.type": type(self.error).__name__}
+        usage = self.usage or LLMUsage()
+        return {"llm.prompt_tokens": usage.prompt_tokens, "llm.completion_tokens": usage.completion_tokens,
+                "llm.cached_prompt_tokens": usage.cached_prompt_tokens,
+                "llm.cache_creation_tokens": usage.cache_creation_tokens,
+                "llm.finish_reason": self.finish_reason, "llm.cancelled": self.cancelled}
