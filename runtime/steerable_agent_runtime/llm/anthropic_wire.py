@@ -1,0 +1,123 @@
+"""LLMMessages and OpenAI-form tools -> an Anthropic Messages request body.
+
+The conversion (guaranteed, and asserted against the request the official SDK sends):
+- system messages become the top-level ``system`` string (several are joined by a blank line);
+- user text stays a string; parts become ``text`` / ``image`` blocks (a data URL becomes a
+  ``base64`` source, an http(s) URL a ``url`` source);
+- an assistant message becomes a ``text`` block (when it has text) and one ``tool_use`` block
+  per call; an assistant message with neither is left out (the API refuses empty content);
+- a tool result becomes a ``tool_result`` block in a user turn; consecutive user-side
+  messages (tool results, then user text) are merged into one user turn, so parallel calls'
+  results travel together as the API requires;
+- tools become ``{name, description, input_schema}``; tool_choice auto / required / none /
+  a named function becomes ``auto`` / ``any`` / ``none`` / ``tool``.
+
+Raises UsageError (from :mod:`.parts`) for content it cannot convert and ToolDefinitionError
+for a tool that is not in OpenAI function form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..models import LLMMessage
+from .parts import (
+    ImagePart,
+    TextPart,
+    assistant_tool_calls,
+    content_parts,
+    text_of,
+    tool_choice_name,
+)
+from .tooldefs import function_tools
+
+PROVIDER = "anthropic"
+
+
+def build_body(
+    model: str,
+    messages: Sequence[LLMMessage],
+    *,
+    max_tokens: int,
+    tools: Iterable[dict[str, Any]] | None = None,
+    temperature: float | None = None,
+    tool_choice: Any = None,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/messages`` (with ``stream: true``)."""
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    system = [text_of(m) for m in messages if m.role == "system"]
+    if any(system):
+        body["system"] = "\n\n".join(s for s in system if s)
+    body["messages"] = wire_messages([m for m in messages if m.role != "system"])
+    converted = [_tool(t) for t in function_tools(tools, provider=PROVIDER)]
+    if converted:
+        body["tools"] = converted
+    if tool_choice is not None:
+        body["tool_choice"] = _tool_choice(tool_choice)
+    if temperature is not None:
+        body["temperature"] = temperature
+    body["stream"] = True
+    return body
+
+
+def wire_messages(messages: Sequence[LLMMessage]) -> list[dict[str, Any]]:
+    """The ``messages`` array: user/assistant turns, user-side runs merged into one turn."""
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        role, content = _turn(message)
+        if content is None:
+            continue
+        if turns and role == "user" and turns[-1]["role"] == "user":
+            turns[-1]["content"] = _blocks(turns[-1]["content"]) + _blocks(content)
+        else:
+            turns.append({"role": role, "content": content})
+    return turns
+
+
+def _turn(message: LLMMessage) -> tuple[str, Any]:
+    if message.role == "tool":
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
+        result["content"] = _user_content(message) or ""
+        return "user", [result]
+    if message.role == "assistant":
+        blocks = [_block(p) for p in content_parts(message)]
+        blocks = [b for b in blocks if b.get("type") != "text" or b["text"]]
+        blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                   for c in assistant_tool_calls(message)]
+        return "assistant", blocks or None
+    content = _user_content(message)
+    return "user", content if content else None
+
+
+def _user_content(message: LLMMessage) -> str | list[dict[str, Any]]:
+    if isinstance(message.content, str) or message.content is None:
+        return message.content or ""
+    return [_block(p) for p in content_parts(message)]
+
+
+def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _block(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if part.url is not None:
+        return {"type": "image", "source": {"type": "url", "url": part.url}}
+    return {"type": "image", "source": {"type": "base64", "media_type": part.mime_type, "data": part.data}}
+
+
+def _tool(tool: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool["name"]}
+    if tool.get("description"):
+        out["description"] = tool["description"]
+    out["input_schema"] = tool["parameters"]
+    return out
+
+
+def _tool_choice(tool_choice: Any) -> dict[str, Any]:
+    mode, name = tool_choice_name(tool_choice)
+    if mode == "function":
+        return {"type": "tool", "name": name}
+    return {"type": {"auto": "auto", "required": "any", "none": "none"}[mode]}
