@@ -1,0 +1,131 @@
+"""LLMMessages and OpenAI-form tools -> a Gemini ``generateContent`` request body.
+
+The conversion (guaranteed, and asserted against the request the google-genai SDK sends):
+- system messages become ``systemInstruction`` (several are joined by a blank line);
+- user text and images become ``text`` / ``inlineData`` parts (an http(s) image URL becomes
+  ``fileData``) in a ``user`` content; assistant messages become ``model`` contents with a
+  ``text`` part and one ``functionCall`` part per call (the call's thought signature, when this
+  provider saw one, is sent back as Gemini 3 requires);
+- a tool result becomes a ``functionResponse`` part ``{name, response: {"result": text}}`` in a
+  ``user`` content; its name is the message's ``name`` or, failing that, the name of the call
+  with its ``tool_call_id`` earlier in the transcript; consecutive contents of one role are
+  merged, so parallel calls' responses travel in one turn as the API requires;
+- tools become one ``{"functionDeclarations": [...]}`` entry with ``parametersJsonSchema``
+  (full JSON Schema, as pydantic writes it); tool_choice maps to ``toolConfig`` modes
+  AUTO / ANY / NONE (a named function: ANY with ``allowedFunctionNames``);
+- temperature and max_tokens go to ``generationConfig``.
+
+Raises UsageError for content it cannot convert or a tool result whose call is unknown, and
+ToolDefinitionError for a tool that is not in OpenAI function form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..errors import UsageError
+from ..models import LLMMessage
+from .parts import (
+    ImagePart,
+    TextPart,
+    assistant_tool_calls,
+    content_parts,
+    text_of,
+    tool_call_names,
+    tool_choice_name,
+)
+from .tooldefs import function_tools
+
+PROVIDER = "gemini"
+
+
+def build_body(
+    messages: Sequence[LLMMessage],
+    *,
+    tools: Iterable[dict[str, Any]] | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    tool_choice: Any = None,
+    signatures: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The JSON body of ``POST .../models/{model}:streamGenerateContent?alt=sse``."""
+    body: dict[str, Any] = {"contents": wire_contents(messages, signatures or {})}
+    system = [text_of(m) for m in messages if m.role == "system"]
+    if any(system):
+        body["systemInstruction"] = {"parts": [{"text": "\n\n".join(s for s in system if s)}], "role": "user"}
+    declarations = [_declaration(t) for t in function_tools(tools, provider=PROVIDER)]
+    if declarations:
+        body["tools"] = [{"functionDeclarations": declarations}]
+    if tool_choice is not None:
+        body["toolConfig"] = {"functionCallingConfig": _calling_config(tool_choice)}
+    config: dict[str, Any] = {}
+    if temperature is not None:
+        config["temperature"] = temperature
+    if max_tokens is not None:
+        config["maxOutputTokens"] = max_tokens
+    if config:
+        body["generationConfig"] = config
+    return body
+
+
+def wire_contents(messages: Sequence[LLMMessage], signatures: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The ``contents`` array: user/model turns, consecutive turns of one role merged."""
+    names = tool_call_names(messages)
+    contents: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role = "model" if message.role == "assistant" else "user"
+        parts = _parts(message, names, signatures)
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"parts": parts, "role": role})
+    return contents
+
+
+def _parts(message: LLMMessage, names: Mapping[str, str], signatures: Mapping[str, str]) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        return [{"functionResponse": {"name": _result_name(message, names), "response": {"result": text_of(message)}}}]
+    parts = [_part(p) for p in content_parts(message)]
+    for call in assistant_tool_calls(message) if message.role == "assistant" else ():
+        part: dict[str, Any] = {"functionCall": {"name": call.name, "args": call.arguments}}
+        if call.id in signatures:
+            part["thoughtSignature"] = signatures[call.id]
+        parts.append(part)
+    return parts
+
+
+def _result_name(message: LLMMessage, names: Mapping[str, str]) -> str:
+    name = message.name or names.get(message.tool_call_id or "")
+    if not name:
+        raise UsageError(f"tool result {message.tool_call_id!r} matches no tool call in the transcript",
+                         hint="Gemini needs the function name of every tool result: set the message's name, "
+                              "or keep the assistant message with the call before its result")
+    return name
+
+
+def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"text": part.text}
+    if part.url is not None:
+        return {"fileData": {"fileUri": part.url}}
+    return {"inlineData": {"mimeType": part.mime_type, "data": part.data}}
+
+
+def _declaration(tool: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool["name"]}
+    if tool.get("description"):
+        out["description"] = tool["description"]
+    out["parametersJsonSchema"] = tool["parameters"]
+    return out
+
+
+def _calling_config(tool_choice: Any) -> dict[str, Any]:
+    mode, name = tool_choice_name(tool_choice)
+    if mode == "function":
+        return {"mode": "ANY", "allowedFunctionNames": [name]}
+    return {"mode": {"auto": "AUTO", "required": "ANY", "none": "NONE"}[mode]}

@@ -1,0 +1,228 @@
+"""GoogleGenAIProvider against a real HTTP server replaying recorded streamGenerateContent streams."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import pytest
+from steerable_agent_runtime.errors import SteerableError
+from steerable_agent_runtime.llm import GoogleGenAIProvider, LLMError
+from steerable_agent_runtime.models import LLMMessage
+
+from tests.helpers import run
+from tests.llm.test_anthropic import CITIES_TOOL, PNG, WEATHER_TOOL, conversation
+from tests.llm.wire_cases import GEMINI_KEY, case, drain
+from tests.replay_server import ReplayServer, Reply
+
+EXPECTED_CONTENTS = [
+    {"role": "user", "parts": [{"text": "Weather here and there?"},
+                               {"inlineData": {"mimeType": "image/png", "data": PNG}}]},
+    {"role": "model", "parts": [{"text": "Checking both."},
+                                {"functionCall": {"name": "get_weather", "args": {"location": "Paris"}}},
+                                {"functionCall": {"name": "get_weather", "args": {"location": "Zürich"}}}]},
+    {"role": "user", "parts": [{"functionResponse": {"name": "get_weather", "response": {"result": "18 C, sunny"}}},
+                               {"functionResponse": {"name": "get_weather", "response": {"result": "9 C, rain"}}},
+                               {"text": "And tomorrow?"}]},
+]
+
+
+def provider(server: ReplayServer, **kwargs) -> GoogleGenAIProvider:
+    return GoogleGenAIProvider("gemini-2.5-flash", GEMINI_KEY, base_url=server.url, **kwargs)
+
+
+def stream_case(name: str, messages=None, **options):
+    with ReplayServer([case("gemini", name)]) as server:
+        chunks = run(drain(provider(server).stream(messages or [LLMMessage(role="user", content="hi")], **options)))
+        return chunks, server.requests
+
+
+def test_request_path_header_and_body():
+    with ReplayServer([case("gemini", "text")]) as server:
+        run(drain(provider(server).stream(conversation(), tools=[WEATHER_TOOL, CITIES_TOOL], temperature=0.3,
+                                          max_tokens=256, tool_choice="auto")))
+    sent = server.requests[0]
+    assert (sent.method, sent.path, sent.query) == ("POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+                                                    {"alt": ["sse"]})
+    assert sent.headers["x-goog-api-key"] == GEMINI_KEY
+    assert "authorization" not in sent.headers
+    assert sent.json() == {
+        "contents": EXPECTED_CONTENTS,
+        "systemInstruction": {"parts": [{"text": "You are terse."}], "role": "user"},
+        "tools": [{"functionDeclarations": [
+            {"name": "get_weather", "description": "Current weather for a city",
+             "parametersJsonSchema": WEATHER_TOOL["function"]["parameters"]},
+            {"name": "list_cities", "parametersJsonSchema": {"type": "object", "properties": {}}}]}],
+        "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
+        "generationConfig": {"temperature": 0.3, "maxOutputTokens": 256},
+    }
+
+
+def test_text_stream_and_usage():
+    chunks, _ = stream_case("text")
+    assert "".join(c.content_delta or "" for c in chunks) == "Hello! The capital of France is Paris — la Ville Lumière."
+    assert chunks[-1].finish_reason == "stop"
+    usage = chunks[-1].usage
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cached_prompt_tokens) == (9, 14, 23, 0)
+    assert [c for c in chunks[:-1] if c.finish_reason or c.usage] == []
+
+
+def test_function_calls_get_ids_unique_within_the_response_and_finish_is_tool_calls():
+    chunks, _ = stream_case("tool_calls")
+    calls = [c.tool_call for c in chunks if c.tool_call is not None]
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("get_weather", {"location": "San Francisco, CA", "unit": "celsius"}),
+        ("get_weather", {"location": "Zürich", "days": [1, 2, 3], "detail": {"hourly": True}}),
+        ("list_cities", {}),
+    ]
+    assert len({c.id for c in calls}) == 3 and all(c.id for c in calls)
+    assert chunks[-1].finish_reason == "tool_calls"
+    assert chunks[-1].usage.completion_tokens == 52 + 50
+
+
+def test_ids_differ_between_responses():
+    first, _ = stream_case("tool_calls")
+    second, _ = stream_case("tool_calls")
+    ids = [c.tool_call.id for c in first + second if c.tool_call]
+    assert len(set(ids)) == 6
+
+
+def test_thought_parts_become_reasoning_and_thought_tokens_count_as_completion():
+    chunks, _ = stream_case("thinking")
+    assert "".join(c.reasoning_delta or "" for c in chunks) == (
+        "**Multiplying**\n\nThe user asks for 27 * 453. 27 * 453 = 10800 + 1431 = 12231.")
+    assert "".join(c.content_delta or "" for c in chunks) == "27 × 453 = **12,231**"
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (12, 107)
+
+
+def test_cached_content_tokens_and_max_tokens_is_length():
+    chunks, _ = stream_case("cache_usage")
+    usage = chunks[-1].usage
+    assert (usage.prompt_tokens, usage.cached_prompt_tokens, usage.completion_tokens) == (10500, 10240, 64)
+    assert chunks[-1].finish_reason == "length"
+
+
+def test_safety_finish_is_content_filter():
+    chunks, _ = stream_case("safety")
+    assert chunks[-1].finish_reason == "content_filter"
+
+
+def test_blocked_prompt_is_content_filter():
+    body = b'data: {"promptFeedback":{"blockReason":"PROHIBITED_CONTENT"},"usageMetadata":{"promptTokenCount":7}}\r\n\r\n'
+    with ReplayServer([Reply(chunks=[body])]) as server:
+        chunks = run(drain(provider(server).stream([LLMMessage(role="user", content="hi")])))
+    assert chunks[-1].finish_reason == "content_filter" and chunks[-1].usage.prompt_tokens == 7
+
+
+def test_thought_signature_is_sent_back_with_its_call():
+    with ReplayServer([case("gemini", "tool_calls"), case("gemini", "text")]) as server:
+        gemini = provider(server)
+        message, _ = run(gemini.complete([LLMMessage(role="user", content="weather?")]))
+        results = [LLMMessage(role="tool", tool_call_id=c["id"], content="ok") for c in message.tool_calls]
+        run(drain(gemini.stream([LLMMessage(role="user", content="weather?"), message, *results])))
+    model_turn = server.requests[1].json()["contents"][1]
+    assert model_turn["role"] == "model"
+    calls = [p for p in model_turn["parts"] if "functionCall" in p]
+    assert calls[0]["thoughtSignature"] == "CiQB0e2Kb0wFvGq8w2kFi3c0nQx6sS1rB8Zl5r4fQmJ7ZtYk0vUKXgHR7Ypu"
+    assert ["thoughtSignature" in p for p in calls] == [True, False, False]
+    responses = server.requests[1].json()["contents"][2]["parts"]
+    assert [p["functionResponse"]["name"] for p in responses] == ["get_weather", "get_weather", "list_cities"]
+
+
+def test_tool_result_without_a_matching_call_is_refused_and_nothing_sent():
+    messages = [LLMMessage(role="user", content="hi"), LLMMessage(role="tool", tool_call_id="nope", content="x")]
+    with ReplayServer([case("gemini", "text")]) as server:
+        with pytest.raises(SteerableError) as info:
+            run(drain(provider(server).stream(messages)))
+        assert server.requests == []
+    assert "nope" in str(info.value) and info.value.hint
+
+
+def test_a_tool_result_may_name_its_function_itself():
+    messages = [LLMMessage(role="user", content="hi"),
+                LLMMessage(role="tool", tool_call_id="elsewhere", name="lookup", content="x")]
+    body = GoogleGenAIProvider("gemini-2.5-flash", "k").build_body(
+        messages, tool_choice={"type": "function", "function": {"name": "lookup"}})
+    assert body["contents"][0]["parts"][1] == {"functionResponse": {"name": "lookup", "response": {"result": "x"}}}
+    assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["lookup"]}}
+
+
+def collect_error(name: str) -> tuple[LLMError, list]:
+    seen: list = []
+    with ReplayServer([case("gemini", name)]) as server:
+        async def go():
+            async for chunk in provider(server).stream([LLMMessage(role="user", content="hi")]):
+                seen.append(chunk)
+        with pytest.raises(LLMError) as info:
+            run(go())
+    return info.value, seen
+
+
+def test_error_object_mid_stream_is_classified_by_its_code():
+    error, seen = collect_error("error_event")
+    assert (error.kind, error.status_code) == ("server", 503)
+    assert "".join(c.content_delta or "" for c in seen) == "Let me think about"
+
+
+def test_connection_dropped_before_a_finish_reason_is_transport():
+    error, seen = collect_error("dropped")
+    assert error.kind == "transport"
+    assert all(c.finish_reason is None for c in seen)
+
+
+@pytest.mark.parametrize(("name", "kind", "status", "retry_after_ms"), [
+    ("overflow", "context_overflow", 400, None),
+    ("rate_limit", "rate_limit", 429, 13_000),
+    ("server_error", "server", 500, None),
+])
+def test_http_errors_are_classified(name, kind, status, retry_after_ms):
+    error, seen = collect_error(name)
+    assert (error.kind, error.status_code, error.retry_after_ms, error.provider) == (kind, status, retry_after_ms,
+                                                                                     "gemini")
+    assert seen == []
+
+
+def test_malformed_function_call_finish_is_a_retryable_error():
+    body = b'data: {"candidates":[{"content":{"parts":[],"role":"model"},"finishReason":"MALFORMED_FUNCTION_CALL"}]}\r\n\r\n'
+    with ReplayServer([Reply(chunks=[body])]) as server:
+        with pytest.raises(LLMError) as info:
+            run(drain(provider(server).stream([LLMMessage(role="user", content="hi")])))
+    assert info.value.kind == "server" and "MALFORMED_FUNCTION_CALL" in str(info.value)
+
+
+def test_malformed_json_in_a_data_line_is_a_clear_llm_error():
+    with ReplayServer([Reply(chunks=[b'data: {"candidates": [\r\n\r\n'])]) as server:
+        with pytest.raises(LLMError) as info:
+            run(drain(provider(server).stream([LLMMessage(role="user", content="hi")])))
+    assert info.value.kind == "invalid_request"
+
+
+@pytest.mark.parametrize("name", ["overflow", "rate_limit", "server_error", "error_event", "dropped"])
+def test_api_key_is_never_in_an_error_or_a_log_line(name, caplog):
+    caplog.set_level(logging.DEBUG)
+    error, _ = collect_error(name)
+    everything = " ".join([str(error), error.hint, error.body or "", repr(error.to_dict()), caplog.text])
+    assert GEMINI_KEY not in everything
+
+
+def test_unreachable_server_is_transport_naming_the_url_without_the_key():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bad = GoogleGenAIProvider("gemini-2.5-flash", GEMINI_KEY, base_url=f"http://127.0.0.1:{port}", timeout=2.0)
+    with pytest.raises(LLMError) as info:
+        run(drain(bad.stream([LLMMessage(role="user", content="hi")])))
+    assert info.value.kind == "transport"
+    assert f"127.0.0.1:{port}" in str(info.value) and GEMINI_KEY not in str(info.value)
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [({"model": " "}, "model"), ({"base_url": "file:///tmp"}, "http")])
+def test_bad_construction_is_a_steerable_error_with_a_hint(kwargs, words):
+    with pytest.raises(SteerableError) as info:
+        GoogleGenAIProvider(**{"model": "gemini-2.5-flash", "api_key": GEMINI_KEY, **kwargs})
+    assert words in str(info.value) and info.value.hint
+
+
+def test_models_prefix_is_accepted():
+    gemini = GoogleGenAIProvider("models/gemini-2.5-pro", "k", base_url="http://127.0.0.1:9")
+    assert gemini.url == "http://127.0.0.1:9/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
