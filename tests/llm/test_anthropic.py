@@ -266,3 +266,20 @@ def test_collect_gives_the_finish_reason_of_the_stream():
         message, usage, finish = run(collect(provider(server).stream([LLMMessage(role="user", content="hi")])))
     assert finish == "length" and message.content.startswith("Using the cached document")
     assert usage.cached_prompt_tokens == 10240
+
+
+def test_thinking_budget_turns_thinking_on_and_the_blocks_go_back_with_their_calls():
+    question = [LLMMessage(role="user", content="Weather in Paris?")]
+    with ReplayServer([case("anthropic", "thinking_tool_use"), case("anthropic", "text")]) as server:
+        claude = provider(server)
+        message, _ = run(claude.complete(question, tools=[WEATHER_TOOL], thinking_budget=2048))
+        result = LLMMessage(role="tool", tool_call_id=message.tool_calls[0]["id"], content="18 C")
+        run(drain(claude.stream([*question, message, result], tools=[WEATHER_TOOL], thinking_budget=2048)))
+    first, second = (r.json() for r in server.requests)
+    assert first["thinking"] == second["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert second["messages"][1] == {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "I need the current weather, so I call get_weather.",
+         "signature": "EuYBCkQYAiJAgCs1le6/Pol5Z4/JMomVOouGrWdhYNsH3ukzUECbB6iWrSQtsQuRHJID6lWV"},
+        {"type": "tool_use", "id": "toolu_01ThinkCall00000000000001", "name": "get_weather",
+         "input": {"location": "Paris"}}]}
+    assert "thinking" not in AnthropicProvider("m", "k").build_body(question)

@@ -223,6 +223,12 @@ def test_bad_construction_is_a_steerable_error_with_a_hint(kwargs, words):
     assert words in str(info.value) and info.value.hint
 
 
+def test_thinking_budget_asks_for_thoughts():
+    body = GoogleGenAIProvider("gemini-2.5-flash", "k").build_body([LLMMessage(role="user", content="hi")],
+                                                                  thinking_budget=1024)
+    assert body["generationConfig"] == {"thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": True}}
+
+
 def test_models_prefix_is_accepted():
     gemini = GoogleGenAIProvider("models/gemini-2.5-pro", "k", base_url="http://127.0.0.1:9")
     assert gemini.url == "http://127.0.0.1:9/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"

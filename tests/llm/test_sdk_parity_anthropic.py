@@ -65,7 +65,7 @@ def our_view(chunks) -> dict:
     }
 
 
-@pytest.mark.parametrize("name", ["text", "tool_calls", "thinking", "cache_usage"])
+@pytest.mark.parametrize("name", ["text", "tool_calls", "thinking", "thinking_tool_use", "cache_usage"])
 def test_sdk_and_adapter_read_the_same_bytes_to_the_same_answer(name):
     with ReplayServer([case("anthropic", name)]) as server:
         sdk = sdk_view(run(sdk_final(server, model="claude-sonnet-4-6", max_tokens=64,

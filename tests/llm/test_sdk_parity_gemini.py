@@ -96,6 +96,7 @@ def sdk_conversation() -> tuple[list[types.Content], types.GenerateContentConfig
     ]
     config = types.GenerateContentConfig(
         system_instruction="You are terse.", temperature=0.5, max_output_tokens=300,
+        thinking_config=types.ThinkingConfig(thinking_budget=512, include_thoughts=True),
         tools=[types.Tool(function_declarations=[
             types.FunctionDeclaration(name="get_weather", description=weather["description"],
                                       parameters_json_schema=weather["parameters"]),
@@ -134,7 +135,7 @@ def test_the_request_matches_the_sdks_for_the_same_conversation():
         run(sdk_chunks(server, contents, config))
         ours = GoogleGenAIProvider("gemini-2.5-flash", GEMINI_KEY, base_url=server.url)
         run(collect(ours.stream(conversation(), tools=[WEATHER_TOOL, CITIES_TOOL], temperature=0.5, max_tokens=300,
-                                tool_choice="required")))
+                                tool_choice="required", thinking_budget=512)))
     sdk_sent, our_sent = server.requests
     assert (our_sent.method, our_sent.path, our_sent.query) == (sdk_sent.method, sdk_sent.path, sdk_sent.query)
     assert our_sent.json() == proto_json_names(sdk_sent.json())

@@ -2,6 +2,13 @@
 
 The request is built by :mod:`.anthropic_wire`, the stream read by :mod:`.anthropic_stream`.
 Headers: ``x-api-key`` (the key, never logged or put in a message) and ``anthropic-version``.
+Options besides the protocol's: ``thinking_budget`` (extended thinking with that many budget
+tokens) and ``shape_body`` (below).
+
+Thinking blocks: with thinking on, the API refuses a tool-use turn sent back without the
+thinking blocks (and their signatures) it streamed. The provider keeps them for the turns it
+returned (the last 1,024, in memory, keyed by the turn's first call id) and sends them back
+before that turn's calls; a transcript from elsewhere is sent without them.
 
 The seam for prompt-cache shaping: ``stream(..., shape_body=f)`` calls ``f(body)`` on the
 finished wire body (a fresh dict each request) and sends what it returns;
@@ -11,6 +18,7 @@ class says ``cache_breakpoints = True``.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -26,6 +34,7 @@ from .types import CompleteMixin, LLMStreamChunk
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
+MAX_REMEMBERED = 1024
 
 BodyShaper = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -61,6 +70,7 @@ class AnthropicProvider(CompleteMixin):
         self.api_version = api_version
         self._api_key = api_key or None
         self._clients = ClientCache(client, timeout)
+        self._thinking: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
@@ -86,7 +96,8 @@ class AnthropicProvider(CompleteMixin):
     ) -> dict[str, Any]:
         """The wire body ``stream`` would send (before ``shape_body``)."""
         return build_body(self.model, messages, max_tokens=options.get("max_tokens") or self.max_tokens,
-                          tools=tools, temperature=temperature, tool_choice=options.get("tool_choice"))
+                          tools=tools, temperature=temperature, tool_choice=options.get("tool_choice"),
+                          thinking_budget=options.get("thinking_budget"), thinking=self._thinking)
 
     async def stream(
         self,
@@ -113,6 +124,13 @@ class AnthropicProvider(CompleteMixin):
                     break
         if not parser.done:
             raise stream_cut_error(url=self.url, provider=PROVIDER, expected="message_stop")
+        self._remember(parser)
+
+    def _remember(self, parser: AnthropicStreamParser) -> None:
+        if parser.call_ids and parser.thinking_blocks:
+            self._thinking[parser.call_ids[0]] = parser.thinking_blocks
+            while len(self._thinking) > MAX_REMEMBERED:
+                self._thinking.popitem(last=False)
 
     async def aclose(self) -> None:
         """Close the HTTP client this provider opened (a client passed in stays open)."""

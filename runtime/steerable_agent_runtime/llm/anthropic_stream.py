@@ -1,8 +1,10 @@
 """Anthropic Messages stream events -> LLMStreamChunks.
 
 Guarantees:
-- text_delta -> ``content_delta``; thinking_delta -> ``reasoning_delta`` (signatures and
-  redacted thinking are not passed on);
+- text_delta -> ``content_delta``; thinking_delta -> ``reasoning_delta``; the thinking
+  blocks themselves (text + signature, redacted ones too) are kept whole in
+  :attr:`AnthropicStreamParser.thinking_blocks`, so the provider can send them back before
+  the tool calls of this turn, as the API requires when thinking is on;
 - a tool_use block's ``input_json_delta`` fragments are assembled per block index and the
   call is emitted once, whole, at its content_block_stop;
 - the last chunk (at message_stop) carries the finish reason and the usage: end_turn /
@@ -54,6 +56,9 @@ class AnthropicStreamParser:
         self._counts: dict[str, int] = {}
         self._stop_reason: str | None = None
         self._emitted_calls = 0
+        self._thinking: dict[int, dict[str, Any]] = {}
+        self.thinking_blocks: list[dict[str, Any]] = []
+        self.call_ids: list[str] = []
         self.done = False
 
     def feed(self, data: dict[str, Any]) -> list[LLMStreamChunk]:
@@ -73,8 +78,10 @@ class AnthropicStreamParser:
                                                                 initial=initial)
         elif block.get("type") == "text" and block.get("text"):
             return [LLMStreamChunk(content_delta=block["text"])]
-        elif block.get("type") == "thinking" and block.get("thinking"):
-            return [LLMStreamChunk(reasoning_delta=block["thinking"])]
+        elif block.get("type") in ("thinking", "redacted_thinking"):
+            self._thinking[int(data.get("index", 0))] = dict(block)
+            if block.get("thinking"):
+                return [LLMStreamChunk(reasoning_delta=block["thinking"])]
         return []
 
     def _on_content_block_delta(self, data: dict[str, Any]) -> list[LLMStreamChunk]:
@@ -82,8 +89,13 @@ class AnthropicStreamParser:
         kind = delta.get("type")
         if kind == "text_delta" and delta.get("text"):
             return [LLMStreamChunk(content_delta=delta["text"])]
+        thinking = self._thinking.get(int(data.get("index", 0)))
         if kind == "thinking_delta" and delta.get("thinking"):
+            if thinking is not None:
+                thinking["thinking"] = thinking.get("thinking", "") + delta["thinking"]
             return [LLMStreamChunk(reasoning_delta=delta["thinking"])]
+        if kind == "signature_delta" and thinking is not None:
+            thinking["signature"] = thinking.get("signature", "") + str(delta.get("signature", ""))
         if kind == "input_json_delta":
             block = self._tools.get(int(data.get("index", 0)))
             if block is not None:
@@ -91,10 +103,14 @@ class AnthropicStreamParser:
         return []
 
     def _on_content_block_stop(self, data: dict[str, Any]) -> list[LLMStreamChunk]:
-        block = self._tools.pop(int(data.get("index", 0)), None)
+        index = int(data.get("index", 0))
+        if index in self._thinking:
+            self.thinking_blocks.append(self._thinking.pop(index))
+        block = self._tools.pop(index, None)
         if block is None:
             return []
         self._emitted_calls += 1
+        self.call_ids.append(block.id)
         return [LLMStreamChunk(tool_call=ToolCall(id=block.id, name=block.name, arguments=_arguments(block)))]
 
     def _on_message_delta(self, data: dict[str, Any]) -> list[LLMStreamChunk]:

@@ -5,7 +5,9 @@ The conversion (guaranteed, and asserted against the request the official SDK se
 - user text stays a string; parts become ``text`` / ``image`` blocks (a data URL becomes a
   ``base64`` source, an http(s) URL a ``url`` source);
 - an assistant message becomes a ``text`` block (when it has text) and one ``tool_use`` block
-  per call; an assistant message with neither is left out (the API refuses empty content);
+  per call, after the thinking blocks that turn streamed when the provider kept them (the API
+  requires them back when thinking is on); an assistant message with neither is left out
+  (the API refuses empty content);
 - a tool result becomes a ``tool_result`` block in a user turn; consecutive user-side
   messages (tool results, then user text) are merged into one user turn, so parallel calls'
   results travel together as the API requires;
@@ -18,7 +20,7 @@ for a tool that is not in OpenAI function form.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..models import LLMMessage
@@ -43,13 +45,19 @@ def build_body(
     tools: Iterable[dict[str, Any]] | None = None,
     temperature: float | None = None,
     tool_choice: Any = None,
+    thinking_budget: int | None = None,
+    thinking: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of ``POST /v1/messages`` (with ``stream: true``)."""
+    """The JSON body of ``POST /v1/messages`` (with ``stream: true``).
+
+    ``thinking_budget`` turns extended thinking on with that many budget tokens;
+    ``thinking`` maps a turn's first tool-call id to the thinking blocks it came with.
+    """
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     system = [text_of(m) for m in messages if m.role == "system"]
     if any(system):
         body["system"] = "\n\n".join(s for s in system if s)
-    body["messages"] = wire_messages([m for m in messages if m.role != "system"])
+    body["messages"] = wire_messages([m for m in messages if m.role != "system"], thinking or {})
     converted = [_tool(t) for t in function_tools(tools, provider=PROVIDER)]
     if converted:
         body["tools"] = converted
@@ -57,15 +65,18 @@ def build_body(
         body["tool_choice"] = _tool_choice(tool_choice)
     if temperature is not None:
         body["temperature"] = temperature
+    if thinking_budget:
+        body["thinking"] = {"type": "enabled", "budget_tokens": int(thinking_budget)}
     body["stream"] = True
     return body
 
 
-def wire_messages(messages: Sequence[LLMMessage]) -> list[dict[str, Any]]:
+def wire_messages(messages: Sequence[LLMMessage],
+                  thinking: Mapping[str, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """The ``messages`` array: user/assistant turns, user-side runs merged into one turn."""
     turns: list[dict[str, Any]] = []
     for message in messages:
-        role, content = _turn(message)
+        role, content = _turn(message, thinking or {})
         if content is None:
             continue
         if turns and role == "user" and turns[-1]["role"] == "user":
@@ -75,16 +86,16 @@ def wire_messages(messages: Sequence[LLMMessage]) -> list[dict[str, Any]]:
     return turns
 
 
-def _turn(message: LLMMessage) -> tuple[str, Any]:
+def _turn(message: LLMMessage, thinking: Mapping[str, list[dict[str, Any]]]) -> tuple[str, Any]:
     if message.role == "tool":
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
         result["content"] = _user_content(message) or ""
         return "user", [result]
     if message.role == "assistant":
-        blocks = [_block(p) for p in content_parts(message)]
-        blocks = [b for b in blocks if b.get("type") != "text" or b["text"]]
-        blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
-                   for c in assistant_tool_calls(message)]
+        calls = assistant_tool_calls(message)
+        blocks = [dict(b) for b in thinking.get(calls[0].id, ())] if calls else []
+        blocks += [b for b in map(_block, content_parts(message)) if b.get("type") != "text" or b["text"]]
+        blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in calls]
         return "assistant", blocks or None
     content = _user_content(message)
     return "user", content if content else None

@@ -8,6 +8,9 @@ Thought signatures: Gemini 3 refuses a transcript whose function calls lost the 
 sent with them. The provider keeps the signatures of the calls it returned (the last 4,096,
 in memory) and sends each back with its call; a transcript from elsewhere is sent without.
 
+Options besides the protocol's: ``thinking_budget`` (``thinkingConfig`` with that budget and
+thoughts streamed as reasoning).
+
 A 429's ``google.rpc.RetryInfo.retryDelay`` counts as Retry-After when the header is absent.
 """
 
@@ -86,7 +89,8 @@ class GoogleGenAIProvider(CompleteMixin):
     ) -> dict[str, Any]:
         """The wire body ``stream`` would send."""
         return build_body(messages, tools=tools, temperature=temperature, max_tokens=options.get("max_tokens"),
-                          tool_choice=options.get("tool_choice"), signatures=self._signatures)
+                          tool_choice=options.get("tool_choice"), signatures=self._signatures,
+                          thinking_budget=options.get("thinking_budget"))
 
     async def stream(
         self,

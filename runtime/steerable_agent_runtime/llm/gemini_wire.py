@@ -13,7 +13,7 @@ The conversion (guaranteed, and asserted against the request the google-genai SD
 - tools become one ``{"functionDeclarations": [...]}`` entry with ``parametersJsonSchema``
   (full JSON Schema, as pydantic writes it); tool_choice maps to ``toolConfig`` modes
   AUTO / ANY / NONE (a named function: ANY with ``allowedFunctionNames``);
-- temperature and max_tokens go to ``generationConfig``.
+- temperature, max_tokens and thinking_budget go to ``generationConfig``.
 
 Raises UsageError for content it cannot convert or a tool result whose call is unknown, and
 ToolDefinitionError for a tool that is not in OpenAI function form.
@@ -48,8 +48,12 @@ def build_body(
     max_tokens: int | None = None,
     tool_choice: Any = None,
     signatures: Mapping[str, str] | None = None,
+    thinking_budget: int | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of ``POST .../models/{model}:streamGenerateContent?alt=sse``."""
+    """The JSON body of ``POST .../models/{model}:streamGenerateContent?alt=sse``.
+
+    ``thinking_budget`` sets ``thinkingConfig`` (that budget, thoughts included in the stream).
+    """
     body: dict[str, Any] = {"contents": wire_contents(messages, signatures or {})}
     system = [text_of(m) for m in messages if m.role == "system"]
     if any(system):
@@ -64,6 +68,8 @@ def build_body(
         config["temperature"] = temperature
     if max_tokens is not None:
         config["maxOutputTokens"] = max_tokens
+    if thinking_budget is not None:
+        config["thinkingConfig"] = {"thinkingBudget": int(thinking_budget), "includeThoughts": True}
     if config:
         body["generationConfig"] = config
     return body
