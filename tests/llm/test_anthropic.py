@@ -233,7 +233,6 @@ def test_bad_construction_is_a_steerable_error_with_a_hint(kwargs, words):
     ([{"name": "raw_tool", "parameters": {}}], "hi", "raw_tool"),
     ([WEATHER_TOOL, {"type": "function", "function": {"name": "broken", "parameters": "nope"}}], "hi", "broken"),
     (None, [{"type": "audio", "data": "x"}], "audio"),
-    (None, [{"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@"}}], "base64"),
 ])
 def test_bad_tools_or_content_raise_naming_it_and_send_nothing(tools, content, named):
     with ReplayServer([case("anthropic", "text")]) as server:
@@ -283,3 +282,15 @@ def test_thinking_budget_turns_thinking_on_and_the_blocks_go_back_with_their_cal
         {"type": "tool_use", "id": "toolu_01ThinkCall00000000000001", "name": "get_weather",
          "input": {"location": "Paris"}}]}
     assert "thinking" not in AnthropicProvider("m", "k").build_body(question)
+
+
+@pytest.mark.parametrize(("messages", "options", "named"), [
+    ([LLMMessage(role="assistant", tool_calls=[{"id": "c9", "name": "f", "arguments": "{not json"}])], {}, "c9"),
+    ([LLMMessage(role="user", content="hi")], {"tool_choice": "sometimes"}, "sometimes"),
+])
+def test_malformed_tool_calls_or_tool_choice_raise_and_send_nothing(messages, options, named):
+    with ReplayServer([case("anthropic", "text")]) as server:
+        with pytest.raises(SteerableError) as info:
+            run(drain(provider(server).stream(messages, **options)))
+        assert server.requests == []
+    assert named in str(info.value) and info.value.hint

@@ -14,8 +14,8 @@ The conversion (guaranteed, and asserted against the request the official SDK se
 - tools become ``{name, description, input_schema}``; tool_choice auto / required / none /
   a named function becomes ``auto`` / ``any`` / ``none`` / ``tool``.
 
-Raises UsageError (from :mod:`.parts`) for content it cannot convert and ToolDefinitionError
-for a tool that is not in OpenAI function form.
+Raises ProviderConfigError for content or tool calls it cannot convert (ToolDefinitionError
+for a tool that is not in OpenAI function form); nothing is sent.
 """
 
 from __future__ import annotations
@@ -24,15 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..models import LLMMessage
-from .parts import (
-    ImagePart,
-    TextPart,
-    assistant_tool_calls,
-    content_parts,
-    text_of,
-    tool_choice_name,
-)
+from .parts import Part, TextPart, parse_parts, text_of
 from .tooldefs import function_tools
+from .transcript import assistant_tool_calls, tool_choice_mode
 
 PROVIDER = "anthropic"
 
@@ -54,7 +48,7 @@ def build_body(
     ``thinking`` maps a turn's first tool-call id to the thinking blocks it came with.
     """
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
-    system = [text_of(m) for m in messages if m.role == "system"]
+    system = [text_of(m.content, provider=PROVIDER) for m in messages if m.role == "system"]
     if any(system):
         body["system"] = "\n\n".join(s for s in system if s)
     body["messages"] = wire_messages([m for m in messages if m.role != "system"], thinking or {})
@@ -92,9 +86,9 @@ def _turn(message: LLMMessage, thinking: Mapping[str, list[dict[str, Any]]]) -> 
         result["content"] = _user_content(message) or ""
         return "user", [result]
     if message.role == "assistant":
-        calls = assistant_tool_calls(message)
+        calls = assistant_tool_calls(message, provider=PROVIDER)
         blocks = [dict(b) for b in thinking.get(calls[0].id, ())] if calls else []
-        blocks += [b for b in map(_block, content_parts(message)) if b.get("type") != "text" or b["text"]]
+        blocks += [b for b in map(_block, parse_parts(message.content, provider=PROVIDER)) if b.get("type") != "text" or b["text"]]
         blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in calls]
         return "assistant", blocks or None
     content = _user_content(message)
@@ -104,14 +98,14 @@ def _turn(message: LLMMessage, thinking: Mapping[str, list[dict[str, Any]]]) -> 
 def _user_content(message: LLMMessage) -> str | list[dict[str, Any]]:
     if isinstance(message.content, str) or message.content is None:
         return message.content or ""
-    return [_block(p) for p in content_parts(message)]
+    return [_block(p) for p in parse_parts(message.content, provider=PROVIDER)]
 
 
 def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
-def _block(part: TextPart | ImagePart) -> dict[str, Any]:
+def _block(part: Part) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if part.url is not None:
@@ -128,7 +122,7 @@ def _tool(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool_choice(tool_choice: Any) -> dict[str, Any]:
-    mode, name = tool_choice_name(tool_choice)
+    mode, name = tool_choice_mode(tool_choice, provider=PROVIDER)
     if mode == "function":
         return {"type": "tool", "name": name}
     return {"type": {"auto": "auto", "required": "any", "none": "none"}[mode]}

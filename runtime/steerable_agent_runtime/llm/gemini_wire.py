@@ -15,8 +15,8 @@ The conversion (guaranteed, and asserted against the request the google-genai SD
   AUTO / ANY / NONE (a named function: ANY with ``allowedFunctionNames``);
 - temperature, max_tokens and thinking_budget go to ``generationConfig``.
 
-Raises UsageError for content it cannot convert or a tool result whose call is unknown, and
-ToolDefinitionError for a tool that is not in OpenAI function form.
+Raises ProviderConfigError for content or tool calls it cannot convert and a tool result whose
+call is unknown (ToolDefinitionError for a tool not in OpenAI function form); nothing is sent.
 """
 
 from __future__ import annotations
@@ -24,18 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import UsageError
 from ..models import LLMMessage
-from .parts import (
-    ImagePart,
-    TextPart,
-    assistant_tool_calls,
-    content_parts,
-    text_of,
-    tool_call_names,
-    tool_choice_name,
-)
+from .errors import ProviderConfigError
+from .parts import Part, TextPart, parse_parts, text_of
 from .tooldefs import function_tools
+from .transcript import assistant_tool_calls, tool_call_names, tool_choice_mode
 
 PROVIDER = "gemini"
 
@@ -55,7 +48,7 @@ def build_body(
     ``thinking_budget`` sets ``thinkingConfig`` (that budget, thoughts included in the stream).
     """
     body: dict[str, Any] = {"contents": wire_contents(messages, signatures or {})}
-    system = [text_of(m) for m in messages if m.role == "system"]
+    system = [text_of(m.content, provider=PROVIDER) for m in messages if m.role == "system"]
     if any(system):
         body["systemInstruction"] = {"parts": [{"text": "\n\n".join(s for s in system if s)}], "role": "user"}
     declarations = [_declaration(t) for t in function_tools(tools, provider=PROVIDER)]
@@ -77,7 +70,7 @@ def build_body(
 
 def wire_contents(messages: Sequence[LLMMessage], signatures: Mapping[str, str]) -> list[dict[str, Any]]:
     """The ``contents`` array: user/model turns, consecutive turns of one role merged."""
-    names = tool_call_names(messages)
+    names = tool_call_names(messages, provider=PROVIDER)
     contents: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "system":
@@ -95,9 +88,9 @@ def wire_contents(messages: Sequence[LLMMessage], signatures: Mapping[str, str])
 
 def _parts(message: LLMMessage, names: Mapping[str, str], signatures: Mapping[str, str]) -> list[dict[str, Any]]:
     if message.role == "tool":
-        return [{"functionResponse": {"name": _result_name(message, names), "response": {"result": text_of(message)}}}]
-    parts = [_part(p) for p in content_parts(message)]
-    for call in assistant_tool_calls(message) if message.role == "assistant" else ():
+        return [{"functionResponse": {"name": _result_name(message, names), "response": {"result": text_of(message.content, provider=PROVIDER)}}}]
+    parts = [_part(p) for p in parse_parts(message.content, provider=PROVIDER)]
+    for call in assistant_tool_calls(message, provider=PROVIDER) if message.role == "assistant" else ():
         part: dict[str, Any] = {"functionCall": {"name": call.name, "args": call.arguments}}
         if call.id in signatures:
             part["thoughtSignature"] = signatures[call.id]
@@ -108,13 +101,14 @@ def _parts(message: LLMMessage, names: Mapping[str, str], signatures: Mapping[st
 def _result_name(message: LLMMessage, names: Mapping[str, str]) -> str:
     name = message.name or names.get(message.tool_call_id or "")
     if not name:
-        raise UsageError(f"tool result {message.tool_call_id!r} matches no tool call in the transcript",
-                         hint="Gemini needs the function name of every tool result: set the message's name, "
-                              "or keep the assistant message with the call before its result")
+        raise ProviderConfigError(f"{PROVIDER}: tool result {message.tool_call_id!r} matches no tool call in the transcript",
+                         provider=PROVIDER,
+                                  hint="Gemini needs the function name of every tool result: set the message's "
+                                       "name, or keep the assistant message with the call before its result")
     return name
 
 
-def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+def _part(part: Part) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"text": part.text}
     if part.url is not None:
@@ -131,7 +125,7 @@ def _declaration(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 def _calling_config(tool_choice: Any) -> dict[str, Any]:
-    mode, name = tool_choice_name(tool_choice)
+    mode, name = tool_choice_mode(tool_choice, provider=PROVIDER)
     if mode == "function":
         return {"mode": "ANY", "allowedFunctionNames": [name]}
     return {"mode": {"auto": "AUTO", "required": "ANY", "none": "NONE"}[mode]}

@@ -1,0 +1,60 @@
+"""Reading a transcript's tool calls and a tool_choice the same way for every wire adapter.
+
+Tool calls on an assistant LLMMessage are ``ToolCall.to_wire()`` dicts ``{id, name,
+arguments}``; OpenAI's ``{id, function: {name, arguments: "<json>"}}`` is read too. Anything
+else raises :class:`~.errors.ProviderConfigError` naming the call; nothing is sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..models import LLMMessage, ToolCall
+from .errors import ProviderConfigError
+
+_CALL_HINT = "give tool calls as {'id', 'name', 'arguments': {...}} (ToolCall.to_wire())"
+_CHOICE_HINT = "use 'auto', 'required', 'none' or {'type': 'function', 'function': {'name': ...}}"
+
+
+def assistant_tool_calls(message: LLMMessage, *, provider: str) -> list[ToolCall]:
+    """The message's tool calls as ToolCalls (raises ProviderConfigError for a malformed one)."""
+    return [_tool_call(call, provider) for call in message.tool_calls or ()]
+
+
+def _tool_call(call: Any, provider: str) -> ToolCall:
+    if not isinstance(call, dict):
+        raise ProviderConfigError(f"{provider}: an assistant tool call is not an object", provider=provider,
+                                  hint=_CALL_HINT)
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    name, arguments = function.get("name"), function.get("arguments", {})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            arguments = None
+    if not isinstance(call.get("id"), str) or not isinstance(name, str) or not isinstance(arguments, dict):
+        raise ProviderConfigError(f"{provider}: assistant tool call {call.get('id')!r} needs a string id, a name "
+                                  "and object arguments", provider=provider, hint=_CALL_HINT)
+    return ToolCall(id=call["id"], name=name, arguments=arguments)
+
+
+def tool_call_names(messages: Sequence[LLMMessage], *, provider: str) -> dict[str, str]:
+    """Call id -> tool name, for every tool call the assistant made in ``messages``."""
+    return {call.id: call.name for message in messages for call in assistant_tool_calls(message, provider=provider)}
+
+
+def tool_choice_mode(tool_choice: Any, *, provider: str) -> tuple[str, str | None]:
+    """An OpenAI-form tool_choice as (mode, name): mode is auto | required | none | function.
+
+    Raises ProviderConfigError for anything else.
+    """
+    if tool_choice in ("auto", "required", "none"):
+        return tool_choice, None
+    if isinstance(tool_choice, dict) and tool_choice.get("type") == "function":
+        name = (tool_choice.get("function") or {}).get("name")
+        if isinstance(name, str) and name:
+            return "function", name
+    raise ProviderConfigError(f"{provider}: tool_choice {tool_choice!r} is not understood", provider=provider,
+                              hint=_CHOICE_HINT)
