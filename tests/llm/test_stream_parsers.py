@@ -1,0 +1,117 @@
+"""The Anthropic and Gemini stream parsers, fed events directly (properties over any fragmentation)."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+
+from hypothesis import given
+from hypothesis import strategies as st
+from steerable_agent_runtime.llm import LLMError, LLMProvider
+from steerable_agent_runtime.llm.anthropic_stream import AnthropicStreamParser
+from steerable_agent_runtime.llm.gemini_stream import GeminiStreamParser
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=10,
+)
+ARGUMENTS = st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=4)
+
+
+def never(_data):
+    raise AssertionError("no error event expected")
+
+
+def cuts(text: str, points: list[int]) -> list[str]:
+    points = sorted({p % (len(text) + 1) for p in points})
+    edges = [0, *points, len(text)]
+    return [text[a:b] for a, b in pairwise(edges)]
+
+
+@given(st.lists(st.tuples(ARGUMENTS, st.lists(st.integers(0, 400), max_size=6)), min_size=1, max_size=4))
+def test_anthropic_calls_come_out_whole_however_the_arguments_are_split(calls):
+    parser = AnthropicStreamParser(never)
+    out = []
+    events = [{"type": "message_start", "message": {"usage": {"input_tokens": 3}}}]
+    for index, (arguments, points) in enumerate(calls):
+        events.append({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "tool_use", "id": f"toolu_{index}", "name": "f", "input": {}}})
+        for piece in cuts(json.dumps(arguments), points):
+            events.append({"type": "content_block_delta", "index": index,
+                           "delta": {"type": "input_json_delta", "partial_json": piece}})
+        events.append({"type": "content_block_stop", "index": index})
+    events += [{"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
+               {"type": "message_stop"}]
+    for event in events:
+        out.extend(parser.feed(event))
+    assert [(c.tool_call.id, c.tool_call.arguments) for c in out if c.tool_call] == [
+        (f"toolu_{i}", arguments) for i, (arguments, _) in enumerate(calls)]
+    assert parser.done and out[-1].finish_reason == "tool_calls" and out[-1].usage.total_tokens == 12
+
+
+def test_anthropic_interleaved_blocks_are_kept_apart_by_index():
+    parser = AnthropicStreamParser(never)
+    feed = [
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "a", "name": "f"}},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "b", "name": "g"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"y"'}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"x": 1'}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ": 2}"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "}"}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_stop", "index": 0},
+    ]
+    calls = [c.tool_call for event in feed for c in parser.feed(event) if c.tool_call]
+    assert [(c.id, c.arguments) for c in calls] == [("b", {"y": 2}), ("a", {"x": 1})]
+
+
+def test_anthropic_unknown_events_are_ignored_and_error_events_raise_what_the_classifier_gives():
+    parser = AnthropicStreamParser(lambda data: LLMError(data["error"]["type"], kind="server"))
+    assert parser.feed({"type": "ping"}) == [] and parser.feed({"type": "brand_new_event"}) == []
+    try:
+        parser.feed({"type": "error", "error": {"type": "overloaded_error"}})
+    except LLMError as error:
+        assert str(error) == "overloaded_error"
+    else:
+        raise AssertionError("error event did not raise")
+
+
+@given(st.lists(ARGUMENTS, min_size=1, max_size=5), st.integers(1, 3))
+def test_gemini_ids_are_unique_within_a_response(arguments, per_chunk):
+    parser = GeminiStreamParser(never)
+    parts = [{"functionCall": {"name": f"f{i}", "args": a}} for i, a in enumerate(arguments)]
+    out = []
+    for start in range(0, len(parts), per_chunk):
+        out += parser.feed({"candidates": [{"content": {"parts": parts[start:start + per_chunk], "role": "model"}}]})
+    out += parser.feed({"candidates": [{"content": {"parts": []}, "finishReason": "STOP"}]})
+    out += parser.final()
+    calls = [c.tool_call for c in out if c.tool_call]
+    assert [c.arguments for c in calls] == arguments
+    assert len({c.id for c in calls}) == len(calls)
+    assert out[-1].finish_reason == "tool_calls"
+
+
+def test_gemini_usage_keeps_the_last_metadata_and_adds_tool_use_prompt_tokens():
+    parser = GeminiStreamParser(never)
+    parser.feed({"usageMetadata": {"promptTokenCount": 5}})
+    parser.feed({"candidates": [{"finishReason": "STOP"}],
+                 "usageMetadata": {"promptTokenCount": 100, "toolUsePromptTokenCount": 20, "cachedContentTokenCount": 60,
+                                   "candidatesTokenCount": 7, "thoughtsTokenCount": 3}})
+    [last] = parser.final()
+    assert (last.usage.prompt_tokens, last.usage.cached_prompt_tokens, last.usage.completion_tokens,
+            last.usage.total_tokens) == (120, 60, 10, 130)
+    assert not GeminiStreamParser(never).finished
+
+
+def test_the_providers_satisfy_the_protocol():
+    from steerable_agent_runtime.llm import (
+        AnthropicProvider,
+        CacheControlProvider,
+        GoogleGenAIProvider,
+    )
+
+    for provider in (AnthropicProvider("m", "k"), GoogleGenAIProvider("m", "k"),
+                     CacheControlProvider(AnthropicProvider("m", "k"))):
+        assert isinstance(provider, LLMProvider)
+        assert provider.model == "m" and provider.name in ("anthropic", "gemini")
