@@ -30,7 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from tests.maintenance.test_traces_cmd import _make_store, invoke
-from tests.test_otel import parse_strict
+from tests.tracing.test_otlp import parse_strict
 
 ROTEL = Path(rotel.__file__).with_name("rotel-agent")
 START_SECONDS = 15.0
