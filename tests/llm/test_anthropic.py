@@ -294,3 +294,18 @@ def test_malformed_tool_calls_or_tool_choice_raise_and_send_nothing(messages, op
             run(drain(provider(server).stream(messages, **options)))
         assert server.requests == []
     assert named in str(info.value) and info.value.hint
+
+
+def test_a_call_completed_before_the_cut_is_not_emitted_either():
+    reply = case("anthropic", "tool_calls")
+    assert b'"type":"content_block_stop","index":1' in reply.chunks[10]
+    reply.drop_after = 11
+    seen: list = []
+    with ReplayServer([reply]) as server:
+        async def go():
+            async for chunk in provider(server).stream([LLMMessage(role="user", content="hi")]):
+                seen.append(chunk)
+        with pytest.raises(LLMError) as info:
+            run(go())
+    assert info.value.kind == "transport"
+    assert [c for c in seen if c.tool_call or c.finish_reason] == []

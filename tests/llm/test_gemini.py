@@ -167,7 +167,8 @@ def test_error_object_mid_stream_is_classified_by_its_code():
 def test_connection_dropped_before_a_finish_reason_is_transport():
     error, seen = collect_error("dropped")
     assert error.kind == "transport"
-    assert all(c.finish_reason is None for c in seen)
+    assert all(c.finish_reason is None and c.tool_call is None for c in seen)
+    assert "".join(c.content_delta or "" for c in seen) == "I'll check the weather in both cities."
 
 
 @pytest.mark.parametrize(("name", "kind", "status", "retry_after_ms"), [

@@ -62,8 +62,9 @@ def test_anthropic_interleaved_blocks_are_kept_apart_by_index():
         {"type": "content_block_stop", "index": 1},
         {"type": "content_block_stop", "index": 0},
     ]
-    calls = [c.tool_call for event in feed for c in parser.feed(event) if c.tool_call]
-    assert [(c.id, c.arguments) for c in calls] == [("b", {"y": 2}), ("a", {"x": 1})]
+    assert [c for event in feed for c in parser.feed(event)] == []
+    calls = [c.tool_call for c in parser.feed({"type": "message_stop"}) if c.tool_call]
+    assert [(c.id, c.arguments) for c in calls] == [("a", {"x": 1}), ("b", {"y": 2})]
 
 
 def test_anthropic_unknown_events_are_ignored_and_error_events_raise_what_the_classifier_gives():

@@ -5,11 +5,12 @@ Guarantees:
   blocks themselves (text + signature, redacted ones too) are kept whole in
   :attr:`AnthropicStreamParser.thinking_blocks`, so the provider can send them back before
   the tool calls of this turn, as the API requires when thinking is on;
-- a tool_use block's ``input_json_delta`` fragments are assembled per block index and the
-  call is emitted once, whole, at its content_block_stop;
+- a tool_use block's ``input_json_delta`` fragments are assembled per block index; each
+  call is emitted once, whole, at message_stop (in block order, before the last chunk), so a
+  stream cut or failed mid-way yields no tool call at all;
 - the last chunk (at message_stop) carries the finish reason and the usage: end_turn /
   stop_sequence / pause_turn -> stop, max_tokens / model_context_window_exceeded -> length,
-  tool_use -> tool_calls, refusal -> content_filter; tool_calls whenever a call was emitted;
+  tool_use -> tool_calls, refusal -> content_filter; tool_calls whenever there are calls;
 - usage: prompt_tokens = input_tokens + cache_read_input_tokens +
   cache_creation_input_tokens; message_delta's cumulative counts replace message_start's.
 
@@ -55,11 +56,15 @@ class AnthropicStreamParser:
         self._tools: dict[int, _ToolBlock] = {}
         self._counts: dict[str, int] = {}
         self._stop_reason: str | None = None
-        self._emitted_calls = 0
+        self._calls: dict[int, ToolCall] = {}
         self._thinking: dict[int, dict[str, Any]] = {}
         self.thinking_blocks: list[dict[str, Any]] = []
-        self.call_ids: list[str] = []
         self.done = False
+
+    @property
+    def call_ids(self) -> list[str]:
+        """The ids of the calls assembled so far, in block order."""
+        return [self._calls[index].id for index in sorted(self._calls)]
 
     def feed(self, data: dict[str, Any]) -> list[LLMStreamChunk]:
         """The chunks for one event's JSON ``data``; unknown event types are ignored."""
@@ -109,9 +114,8 @@ class AnthropicStreamParser:
         block = self._tools.pop(index, None)
         if block is None:
             return []
-        self._emitted_calls += 1
-        self.call_ids.append(block.id)
-        return [LLMStreamChunk(tool_call=ToolCall(id=block.id, name=block.name, arguments=_arguments(block)))]
+        self._calls[index] = ToolCall(id=block.id, name=block.name, arguments=_arguments(block))
+        return []
 
     def _on_message_delta(self, data: dict[str, Any]) -> list[LLMStreamChunk]:
         self._stop_reason = (data.get("delta") or {}).get("stop_reason") or self._stop_reason
@@ -120,8 +124,9 @@ class AnthropicStreamParser:
 
     def _on_message_stop(self, data: dict[str, Any]) -> list[LLMStreamChunk]:
         self.done = True
-        finish = "tool_calls" if self._emitted_calls else _FINISH.get(self._stop_reason or "", "stop")
-        return [LLMStreamChunk(finish_reason=finish, usage=self.usage())]
+        finish = "tool_calls" if self._calls else _FINISH.get(self._stop_reason or "", "stop")
+        calls = [LLMStreamChunk(tool_call=self._calls[index]) for index in sorted(self._calls)]
+        return [*calls, LLMStreamChunk(finish_reason=finish, usage=self.usage())]
 
     def _on_error(self, data: dict[str, Any]) -> list[LLMStreamChunk]:
         raise self._classify(data)

@@ -3,7 +3,9 @@
 Guarantees:
 - ``text`` parts -> ``content_delta``; parts marked ``thought`` -> ``reasoning_delta``;
 - each ``functionCall`` part (Gemini sends a call whole, in one part) -> one ToolCall with
-  an id generated here, unique within the response (``call_<response tag>_<n>``); a
+  an id generated here, unique within the response (``call_<response tag>_<n>``), emitted
+  with the last chunks once the stream has ended with a finish reason (a stream cut mid-way
+  yields no tool call at all); a
   ``thoughtSignature`` on the part is kept in :attr:`GeminiStreamParser.signatures` so the
   provider can send it back with the call;
 - the last chunk (from :meth:`GeminiStreamParser.final`, when the stream ends) carries the
@@ -43,7 +45,7 @@ class GeminiStreamParser:
     def __init__(self, on_error: Callable[[dict[str, Any]], LLMError]) -> None:
         self._classify = on_error
         self._tag = secrets.token_hex(4)
-        self._calls = 0
+        self._calls: list[ToolCall] = []
         self._finish: str | None = None
         self._usage: dict[str, Any] = {}
         self.signatures: dict[str, str] = {}
@@ -68,12 +70,12 @@ class GeminiStreamParser:
     def _part(self, part: dict[str, Any]) -> list[LLMStreamChunk]:
         call = part.get("functionCall")
         if isinstance(call, dict):
-            self._calls += 1
-            call_id = f"call_{self._tag}_{self._calls}"
+            call_id = f"call_{self._tag}_{len(self._calls) + 1}"
             if isinstance(part.get("thoughtSignature"), str):
                 self.signatures[call_id] = part["thoughtSignature"]
             args = call.get("args") if isinstance(call.get("args"), dict) else {}
-            return [LLMStreamChunk(tool_call=ToolCall(id=call_id, name=str(call.get("name", "")), arguments=args))]
+            self._calls.append(ToolCall(id=call_id, name=str(call.get("name", "")), arguments=args))
+            return []
         text = part.get("text")
         if not isinstance(text, str) or not text:
             return []
@@ -91,7 +93,8 @@ class GeminiStreamParser:
         if self._finish in _BAD_CALL:
             raise LLMError(f"Gemini ended the response with {self._finish}", kind="server", provider=PROVIDER,
                            hint="retry the request; the model produced a function call it could not complete")
-        return [LLMStreamChunk(finish_reason=self._finish_reason(), usage=self.usage())]
+        calls = [LLMStreamChunk(tool_call=call) for call in self._calls]
+        return [*calls, LLMStreamChunk(finish_reason=self._finish_reason(), usage=self.usage())]
 
     def _finish_reason(self) -> FinishReason:
         if self._finish in _FILTERED or self._finish == "PROMPT_BLOCKED":
