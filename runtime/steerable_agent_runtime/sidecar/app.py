@@ -1,0 +1,169 @@
+"""The sidecar's method table and its serve/shutdown life cycle over a JSON-RPC transport.
+
+Guarantees:
+- Every request gets exactly one response; notifications get none (an unknown one is logged).
+- Requests run concurrently (each in its own task), so a stream, a steer and a reverse
+  request's answer are all served while a stream runs.
+- Shutdown (system.shutdown, SIGTERM, input EOF): running streams are cancelled and given
+  ``grace_s`` to write their partial turn to the record, in-flight requests are finished,
+  then the store is closed (the lease released). ``serve`` then returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .. import __version__
+from ..storage import StorageAdapter
+from ..transport.base import SSEEvent
+from ..transport.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, UNAVAILABLE, RpcError
+from ..transport.stdio import StdioJsonRpcTransport
+from . import params as p
+from .records import RecordMethods
+from .rpc_errors import invalid_params, to_rpc_error
+from .streams import StreamManager
+
+log = logging.getLogger("steerable.sidecar")
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+class MethodTable:
+    """Method name -> (params model, handler): validation and error mapping in one place."""
+
+    def __init__(self, storage: StorageAdapter, streams: StreamManager, system: SystemMethods) -> None:
+        rec = RecordMethods(storage)
+        self.entries: dict[str, tuple[type[BaseModel], Handler]] = {
+            "system.ping": (p.NoParams, system.ping),
+            "system.shutdown": (p.NoParams, system.shutdown),
+            "agent.session.create": (p.SessionCreate, rec.session_create),
+            "agent.session.get": (p.SessionRef, rec.session_get),
+            "agent.session.list": (p.SessionList, rec.session_list),
+            "agent.session.update": (p.SessionUpdate, rec.session_update),
+            "agent.session.end": (p.SessionRef, rec.session_end),
+            "agent.chat.stream": (p.ChatStream, streams.start),
+            "agent.chat.cancel": (p.StreamRef, streams.cancel),
+            "agent.chat.steer": (p.ChatSteer, streams.steer),
+            "agent.chat.compact": (p.StreamRef, streams.compact),
+            "agent.history.get": (p.HistoryGet, rec.history_get),
+            "trace.fetch": (p.TraceRef, rec.trace_fetch),
+            "trace.export": (p.TraceExport, rec.trace_export),
+        }
+
+    async def call(self, method: str, params: Any) -> Any:
+        """Validate ``params`` and run ``method``; raises RpcError for every failure."""
+        entry = self.entries.get(method)
+        if entry is None:
+            raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}",
+                           hint="known methods: " + ", ".join(sorted(self.entries)), data={"method": method})
+        model, handler = entry
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise RpcError(INVALID_PARAMS, f"invalid params for {method}: params must be an object",
+                           hint="pass params by name, as a JSON object", data={"field": "params"})
+        try:
+            args = model.model_validate(params)
+        except ValidationError as exc:
+            raise invalid_params(exc, method) from None
+        try:
+            return await handler(args)
+        except Exception as exc:
+            raise to_rpc_error(exc, method) from exc
+
+
+class SystemMethods:
+    """system.ping and system.shutdown."""
+
+    def __init__(self, info: dict[str, Any], stop: asyncio.Event) -> None:
+        self.info = info
+        self.started = time.monotonic()
+        self._stop = stop
+
+    async def ping(self, _: p.NoParams) -> dict[str, Any]:
+        return {"pong": True, **self.info, "uptimeMs": int((time.monotonic() - self.started) * 1000)}
+
+    async def shutdown(self, _: p.NoParams) -> dict[str, Any]:
+        asyncio.get_running_loop().call_soon(self._stop.set)
+        return {"shuttingDown": True}
+
+
+class Sidecar:
+    """Serves the method table on a StdioJsonRpcTransport until shutdown."""
+
+    def __init__(self, storage: StorageAdapter, transport: StdioJsonRpcTransport, *,
+                 info: dict[str, Any] | None = None, grace_s: float = 10.0) -> None:
+        self.storage = storage
+        self.transport = transport
+        self.grace_s = grace_s
+        self.stop = asyncio.Event()
+        self.info = {"version": __version__, "pid": os.getpid(), **(info or {})}
+        self.streams = StreamManager(storage, notify=transport.emit, reverse=transport.request)
+        self.methods = MethodTable(storage, self.streams, SystemMethods(self.info, self.stop))
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def serve(self) -> None:
+        """Announce readiness, serve until a shutdown is asked for, then shut down."""
+        await self.transport.emit(SSEEvent("lifecycle.ready", self.info))
+        reader = asyncio.create_task(self._read())
+        await self.stop.wait()
+        await self._shutdown(reader)
+
+    async def _read(self) -> None:
+        try:
+            async for event in self.transport.receive():
+                if self.stop.is_set():
+                    self._refuse(event)
+                    continue
+                task = asyncio.create_task(self._dispatch(event))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        finally:
+            log.info("protocol input ended: shutting down")
+            self.stop.set()
+
+    def _refuse(self, event: SSEEvent) -> None:
+        if event.id is not None:
+            self.transport.respond_error(event.id, RpcError(UNAVAILABLE, "the sidecar is shutting down",
+                                                            hint="start a new sidecar"))
+
+    async def _dispatch(self, event: SSEEvent) -> None:
+        if event.id is None:
+            await self._notification(event)
+            return
+        try:
+            result = await self.methods.call(event.event, event.data)
+        except RpcError as err:
+            self.transport.respond_error(event.id, err)
+            return
+        # No await between the handler's return and this write: a stream's first
+        # notification can only follow its {streamId} response.
+        self.transport.respond(event.id, result)
+
+    async def _notification(self, event: SSEEvent) -> None:
+        if event.event not in self.methods.entries:
+            log.warning("ignored notification %r: no such method", event.event)
+            return
+        try:
+            await self.methods.call(event.event, event.data)
+        except RpcError as err:
+            log.warning("notification %s failed: %s", event.event, err.message)
+
+    async def _shutdown(self, reader: asyncio.Task[None]) -> None:
+        await self.streams.stop_all(self.grace_s)
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=self.grace_s)
+            for task in late:
+                task.cancel()
+        await self.transport.aclose()
+        reader.cancel()
+        await self.storage.close()
+        log.info("store closed; the sidecar exits")

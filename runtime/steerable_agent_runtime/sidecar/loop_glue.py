@@ -1,0 +1,34 @@
+"""The one place the sidecar touches CoreLoop: building it from a stream's params, and
+choosing ``run`` or ``resume``. Imported when the first stream starts (it pulls in the loop,
+a provider and httpx)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..loop import CoreLoop, LoopConfig
+from ..models import AgentSession
+from ..storage import StorageAdapter
+from .params import ChatStream
+from .providers import build_provider, compaction_hooks
+
+
+def make_loop(args: ChatStream, *, tools: Any, approver: Any, storage: StorageAdapter,
+              recorder: Any, session: AgentSession) -> Any:
+    """A CoreLoop for one stream: the provider, the host's tools, the record and the recorder."""
+    provider = build_provider(args.provider)
+    config = LoopConfig(max_rounds=args.max_rounds or LoopConfig.max_rounds,
+                        tool_timeout_s=args.tool_timeout_s + 1.0, temperature=args.temperature,
+                        max_tokens=args.provider.max_tokens)
+    return CoreLoop(provider, tools, config=config, hooks=compaction_hooks(args.max_context_tokens),
+                    storage=storage, record_id=args.chat_id, recorder=recorder, approver=approver,
+                    session=session)
+
+
+def events_of(loop: Any, args: ChatStream) -> AsyncIterator[Any]:
+    """The loop's events: ``resume`` from the record, or ``run`` on the given messages."""
+    messages = list(args.messages)
+    if args.resume:
+        return loop.resume(args.chat_id, messages)
+    return loop.run(messages, chat_id=args.chat_id)

@@ -1,0 +1,95 @@
+"""The params of every sidecar method, as pydantic models with the wire's camelCase names.
+
+Unknown fields are refused (a typo is an error naming the field, not a silent default).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from ..models import LLMMessage
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class NoParams(Params):
+    pass
+
+
+class SessionCreate(Params):
+    chat_id: str = Field(min_length=1)
+    user_id: str = "local"
+    session_id: str | None = Field(default=None, min_length=1)
+    current_stage: str = "START"
+    next_stage: str | None = None
+    scenario: str | None = None
+    stage_data: dict[str, Any] | None = None
+    project_id: str | None = None
+
+
+class SessionRef(Params):
+    session_id: str = Field(min_length=1)
+
+
+class SessionList(Params):
+    user_id: str | None = None
+    chat_id: str | None = None
+    active_only: bool = False
+
+
+class SessionUpdate(Params):
+    session_id: str = Field(min_length=1)
+    current_stage: str | None = None
+    next_stage: str | None = None
+    stage_data: dict[str, Any] | None = None
+
+
+class ProviderSpec(Params):
+    kind: Literal["openai_compat", "openai_responses", "anthropic", "gemini"]
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, min_length=1)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+class ChatStream(Params):
+    chat_id: str = Field(min_length=1)
+    session_id: str | None = None
+    messages: list[LLMMessage] = []
+    provider: ProviderSpec
+    tools: list[dict[str, Any]] = []
+    resume: bool = False
+    max_context_tokens: int | None = Field(default=None, gt=0)
+    max_rounds: int | None = Field(default=None, gt=0)
+    temperature: float | None = None
+    tool_timeout_s: float = Field(default=300.0, gt=0)
+    approval_timeout_s: float = Field(default=300.0, gt=0)
+
+
+class StreamRef(Params):
+    stream_id: str = Field(min_length=1)
+
+
+class ChatSteer(Params):
+    stream_id: str = Field(min_length=1)
+    content: str
+
+
+class HistoryGet(Params):
+    record_id: str = Field(min_length=1)
+    after_seq: int | None = Field(default=None, ge=0)
+    limit: int = Field(default=500, gt=0, le=10_000)
+
+
+class TraceRef(Params):
+    trace_id: str = Field(min_length=1)
+
+
+class TraceExport(Params):
+    trace_id: str = Field(min_length=1)
+    endpoint: str = Field(min_length=1)

@@ -1,0 +1,90 @@
+"""The store-backed methods: agent.session.*, agent.history.get, trace.fetch, trace.export.
+
+Each handler takes its validated params and returns a JSON-ready result. Every write goes
+through the StorageAdapter, so ``steerable-maint`` sees it while the sidecar runs. A missing
+session or trace is -32001; a record from a newer build is -32003 (RecordFormatError: the
+record is not modified).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from ..models import AgentSession, utc_now
+from ..storage import StorageAdapter
+from ..transport.jsonrpc import NOT_FOUND, RpcError
+from . import params as p
+
+
+def not_found(what: str, key: str, value: str, hint: str) -> RpcError:
+    return RpcError(NOT_FOUND, f"{what} {value!r} not found", hint=hint, data={key: value})
+
+
+class RecordMethods:
+    """Handlers for the methods that only read or write the store."""
+
+    def __init__(self, storage: StorageAdapter) -> None:
+        self.storage = storage
+
+    async def session_create(self, args: p.SessionCreate) -> dict[str, Any]:
+        now = utc_now()
+        session = AgentSession(
+            session_id=args.session_id or uuid.uuid4().hex, user_id=args.user_id, chat_id=args.chat_id,
+            current_stage=args.current_stage, next_stage=args.next_stage, scenario=args.scenario,
+            stage_data=args.stage_data, project_id=args.project_id, is_active=True, created_at=now, updated_at=now)
+        return (await self.storage.upsert_session(session)).to_wire()
+
+    async def _session(self, session_id: str) -> AgentSession:
+        session = await self.storage.get_session(session_id)
+        if session is None:
+            raise not_found("session", "sessionId", session_id, "create it with agent.session.create, or list them with agent.session.list")
+        return session
+
+    async def session_get(self, args: p.SessionRef) -> dict[str, Any]:
+        return (await self._session(args.session_id)).to_wire()
+
+    async def session_list(self, args: p.SessionList) -> dict[str, Any]:
+        sessions = await self.storage.list_sessions(user_id=args.user_id, chat_id=args.chat_id, active_only=args.active_only)
+        return {"sessions": [s.to_wire() for s in sessions]}
+
+    async def session_update(self, args: p.SessionUpdate) -> dict[str, Any]:
+        session = await self._session(args.session_id)
+        changes = args.model_dump(exclude_unset=True, exclude={"session_id"})
+        updated = session.model_copy(update={**changes, "updated_at": utc_now()})
+        return (await self.storage.upsert_session(AgentSession.model_validate(updated.model_dump()))).to_wire()
+
+    async def session_end(self, args: p.SessionRef) -> dict[str, Any]:
+        session = await self._session(args.session_id)
+        ended = session.model_copy(update={"is_active": False, "updated_at": utc_now()})
+        return (await self.storage.upsert_session(AgentSession.model_validate(ended.model_dump()))).to_wire()
+
+    async def history_get(self, args: p.HistoryGet) -> dict[str, Any]:
+        entries = await self.storage.list_history(args.record_id, after_seq=args.after_seq, limit=args.limit)
+        last = entries[-1]["seq"] if entries else args.after_seq
+        return {"recordId": args.record_id, "entries": entries, "lastSeq": last,
+                "more": len(entries) == args.limit}
+
+    async def _bundle(self, trace_id: str) -> Any:
+        from ..otel import TraceBundle
+
+        trace = await self.storage.get_trace(trace_id)
+        if trace is None:
+            raise not_found("trace", "traceId", trace_id, "take the traceId from stream.done, or list traces with steerable-maint traces")
+        return TraceBundle(trace=trace, spans=await self.storage.list_spans(trace_id),
+                           events=await self.storage.list_events(trace_id))
+
+    async def trace_fetch(self, args: p.TraceRef) -> dict[str, Any]:
+        bundle = await self._bundle(args.trace_id)
+        return {"trace": bundle.trace.to_wire(), "spans": [s.to_wire() for s in bundle.spans],
+                "events": [e.to_wire() for e in bundle.events]}
+
+    async def trace_export(self, args: p.TraceExport) -> dict[str, Any]:
+        from ..otel import export_request
+        from ..otel_export import OtlpHttpExporter
+
+        bundle = await self._bundle(args.trace_id)
+        exporter = OtlpHttpExporter(args.endpoint)  # a bad endpoint is a UsageError (-32602)
+        result = await asyncio.to_thread(exporter.export, export_request([bundle]))
+        return result.model_dump(mode="json", by_alias=True)

@@ -1,0 +1,220 @@
+"""Chat streams: one CoreLoop per agent.chat.stream, its events relayed as notifications.
+
+Guarantees:
+- At most one running stream per chat: a second is refused with -32002 naming the running
+  stream (``data.streamId``); streams on different chats run concurrently.
+- The request is answered ``{streamId}`` before any notification of that stream.
+- Relay: content -> ``stream.chunk {streamId, delta}``, reasoning -> ``{reasoningDelta}``,
+  a tool call starting -> ``{toolCall}``, its result -> ``{toolResult}``, steer / hook
+  actions / budget -> ``{notice}``; a failed turn -> ``stream.error {streamId, code,
+  message, data}``; always last: ``stream.done {streamId, status, reason, usage, traceId}``.
+- A resume (``resume: true``) reads the record first: a record this build cannot read is
+  -32003 on the request itself and nothing is written.
+- ``stop_all`` cancels every stream and waits (up to a grace period) for each to write its
+  partial turn to the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..models import AgentSession, utc_now
+from ..storage import StorageAdapter
+from ..transport.base import SSEEvent
+from ..transport.jsonrpc import INTERNAL_ERROR, NOT_FOUND, UNAVAILABLE, RpcError
+from . import params as p
+from .host_tools import HostApprover, HostTools
+from .rpc_errors import to_rpc_error
+
+log = logging.getLogger("steerable.sidecar")
+
+Notify = Callable[[SSEEvent], Awaitable[None]]
+Reverse = Callable[..., Awaitable[Any]]
+
+_NOTICE_KINDS = frozenset({"steer", "hook_action", "budget_exhausted"})
+
+
+@dataclass
+class RunningStream:
+    stream_id: str
+    chat_id: str
+    loop: Any
+    notify: Notify
+    task: asyncio.Task[None] | None = None
+    trace_id: str | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class StreamManager:
+    """Starts, steers, cancels and relays chat streams."""
+
+    def __init__(self, storage: StorageAdapter, *, notify: Notify, reverse: Reverse) -> None:
+        self.storage = storage
+        self.notify = notify
+        self.reverse = reverse
+        self.running: dict[str, RunningStream] = {}
+        self._by_chat: dict[str, str] = {}
+        self._recorder: Any = None
+
+    # methods ---------------------------------------------------------------------------
+    async def start(self, args: p.ChatStream, *, notify: Notify | None = None,
+                    reverse: Reverse | None = None) -> dict[str, Any]:
+        """agent.chat.stream: build the loop, register the stream, start relaying."""
+        busy = self._by_chat.get(args.chat_id)
+        if busy is not None:
+            raise RpcError(UNAVAILABLE, f"chat {args.chat_id!r} already has a running stream {busy}",
+                           hint=f"cancel {busy} with agent.chat.cancel, or wait for its stream.done",
+                           data={"streamId": busy, "chatId": args.chat_id})
+        stream_id = "st-" + uuid.uuid4().hex[:16]
+        self._by_chat[args.chat_id] = stream_id  # claimed before any await: no race on one chat
+        try:
+            stream = await self._build(stream_id, args, notify or self.notify, reverse or self.reverse)
+        except BaseException:
+            self._by_chat.pop(args.chat_id, None)
+            raise
+        self.running[stream_id] = stream
+        stream.task = asyncio.create_task(self._run(stream, args))
+        return {"streamId": stream_id}
+
+    async def cancel(self, args: p.StreamRef) -> dict[str, Any]:
+        stream = self.running.get(args.stream_id)
+        if stream is None:
+            return {"accepted": False, "reason": "no running stream with that id"}
+        stream.loop.cancel()
+        return {"accepted": True}
+
+    async def steer(self, args: p.ChatSteer) -> dict[str, Any]:
+        stream = self.running.get(args.stream_id)
+        if stream is None:
+            return {"accepted": False, "reason": "no running stream with that id"}
+        stream.loop.steer(args.content)
+        return {"accepted": True}
+
+    async def compact(self, args: p.StreamRef) -> dict[str, Any]:
+        stream = self.running.get(args.stream_id)
+        if stream is None:
+            return {"accepted": False, "reason": "no running stream with that id"}
+        stream.loop.request_compact()
+        return {"accepted": True}
+
+    async def stop_all(self, grace_s: float) -> None:
+        """Cancel every stream; wait up to ``grace_s`` for their records, then hard-cancel."""
+        streams = list(self.running.values())
+        for stream in streams:
+            stream.loop.cancel()
+        tasks = [s.task for s in streams if s.task is not None]
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=grace_s)
+        for task in late:
+            log.warning("a stream did not wind down within %.1f s: cancelling it", grace_s)
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=grace_s)
+
+    # building --------------------------------------------------------------------------
+    async def _session(self, args: p.ChatStream) -> AgentSession:
+        if args.session_id is not None:
+            session = await self.storage.get_session(args.session_id)
+            if session is None:
+                raise RpcError(NOT_FOUND, f"session {args.session_id!r} not found",
+                               hint="create it with agent.session.create, or omit sessionId",
+                               data={"sessionId": args.session_id})
+            return session
+        active = await self.storage.list_sessions(chat_id=args.chat_id, active_only=True)
+        if active:
+            return active[-1]
+        now = utc_now()
+        return await self.storage.upsert_session(AgentSession(
+            session_id=uuid.uuid4().hex, user_id="local", chat_id=args.chat_id, current_stage="CHAT",
+            is_active=True, created_at=now, updated_at=now))
+
+    def recorder(self) -> Any:
+        if self._recorder is None:
+            from ..tracing import TraceRecorder
+
+            self._recorder = TraceRecorder(self.storage)
+        return self._recorder
+
+    async def _build(self, stream_id: str, args: p.ChatStream, notify: Notify, reverse: Reverse) -> RunningStream:
+        if args.resume:
+            from ..history import resume_transcript
+
+            await resume_transcript(self.storage, args.chat_id)  # fail closed before writing anything
+        from .loop_glue import (
+            make_loop,  # the loop, httpx and a provider: imported on first use
+        )
+
+        session = await self._session(args)
+        tools = HostTools(args.tools, chat_id=args.chat_id, reverse=reverse, timeout_s=args.tool_timeout_s)
+        approver = HostApprover(tools, reverse=reverse, timeout_s=args.approval_timeout_s)
+        loop = make_loop(args, tools=tools, approver=approver, storage=self.storage,
+                         recorder=self.recorder(), session=session)
+        stream = RunningStream(stream_id, args.chat_id, loop, notify)
+        return stream
+
+    # relaying --------------------------------------------------------------------------
+    async def _run(self, stream: RunningStream, args: p.ChatStream) -> None:
+        from .loop_glue import events_of
+
+        done: dict[str, Any] | None = None
+        try:
+            async for event in events_of(stream.loop, args):
+                done = await self._relay(stream, event.kind, event.data) or done
+        except asyncio.CancelledError:
+            done = {"status": "cancelled", "reason": "the sidecar stopped the stream"}
+            raise
+        except BaseException as exc:
+            err = to_rpc_error(exc, "agent.chat.stream")
+            await self._error(stream, err)
+            done = {"status": "failed", "reason": err.message}
+        finally:
+            self.running.pop(stream.stream_id, None)
+            self._by_chat.pop(stream.chat_id, None)
+            await self._done(stream, done)
+
+    async def _relay(self, stream: RunningStream, kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
+        sid = stream.stream_id
+        if kind == "content_delta":
+            await stream.notify(SSEEvent("stream.chunk", {"streamId": sid, "delta": data.get("delta", "")}))
+        elif kind == "reasoning_delta":
+            await stream.notify(SSEEvent("stream.chunk", {"streamId": sid, "reasoningDelta": data.get("delta", "")}))
+        elif kind == "tool_call_start":
+            await stream.notify(SSEEvent("stream.chunk", {"streamId": sid, "toolCall": data}))
+        elif kind == "tool_call_result":
+            await stream.notify(SSEEvent("stream.chunk", {"streamId": sid, "toolResult": data}))
+        elif kind in _NOTICE_KINDS:
+            await stream.notify(SSEEvent("stream.chunk", {"streamId": sid, "notice": {"kind": kind, **data}}))
+        elif kind == "error":
+            await self._error(stream, _loop_error(data))
+        elif kind == "completion":
+            return data
+        return None
+
+    async def _error(self, stream: RunningStream, err: RpcError) -> None:
+        await stream.notify(SSEEvent("stream.error", {"streamId": stream.stream_id, "code": err.code,
+                                                      "message": err.message, "data": err.data}))
+
+    async def _done(self, stream: RunningStream, done: dict[str, Any] | None) -> None:
+        done = done or {"status": "failed", "reason": "the loop ended without a completion"}
+        payload = {"streamId": stream.stream_id, "status": done.get("status"), "reason": done.get("reason"),
+                   "usage": done.get("usage"), "traceId": getattr(stream.loop, "trace_id", None)}
+        try:
+            await stream.notify(SSEEvent("stream.done", payload))
+        except Exception as exc:  # the host went away: nothing left to tell
+            log.warning("could not send stream.done for %s: %s", stream.stream_id, exc)
+        stream.done.set()
+
+
+def _loop_error(data: dict[str, Any]) -> RpcError:
+    from ..transport.jsonrpc import PROVIDER_ERROR
+
+    kind = data.get("kind")
+    code = PROVIDER_ERROR if kind else data.get("code", INTERNAL_ERROR)
+    extra = {"kind": kind} if kind else {}
+    return RpcError(code, str(data.get("message", "the turn failed")), hint=data.get("hint"), data=extra)

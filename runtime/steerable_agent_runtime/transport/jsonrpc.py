@@ -1,0 +1,156 @@
+"""JSON-RPC 2.0 framing: error codes, RpcError, and classifying one incoming frame.
+
+Guarantees:
+- ``parse_frame`` never raises: a frame is a Request, a Notification, a Response, or an
+  RpcError to send back (-32700 for bytes that are not UTF-8 or not JSON, -32600 for a JSON
+  value that is not a request; the error's ``id`` is the request's when it can be read, else
+  None).
+- Every RpcError carries ``data.hint``.
+- ``encode`` produces one line of ASCII JSON (no raw newline can appear inside it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SteerableError
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+NOT_FOUND = -32001
+UNAVAILABLE = -32002
+RECORD_FORMAT = -32003
+CONSENT_DENIED = -32004
+PROVIDER_ERROR = -32005
+
+RequestId = str | int | None
+
+
+class RpcError(SteerableError):
+    """A JSON-RPC error to send to the peer: ``code``, message, ``data`` (always with ``hint``)."""
+
+    exit_code = 2
+    default_hint = "see docs/sidecar.md for the methods and their params"
+
+    def __init__(self, code: int, message: str, *, hint: str | None = None,
+                 data: dict[str, Any] | None = None, request_id: RequestId = None) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
+        self.data = {**(data or {}), "hint": self.hint}
+        self.request_id = request_id
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``error`` member of a response."""
+        return {"code": self.code, "message": self.message, "data": self.data}
+
+
+@dataclass(frozen=True)
+class Request:
+    """A call that wants an answer (``id`` present)."""
+
+    id: str | int
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True)
+class Notification:
+    """A call without ``id``: never answered, not even with an error."""
+
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True)
+class Response:
+    """An answer to a request this side sent (``result`` or ``error``)."""
+
+    id: RequestId
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+Frame = Request | Notification | Response | RpcError
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One newline-terminated ASCII JSON line."""
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+def result_message(request_id: str | int, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_message(request_id: RequestId, error: RpcError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()}
+
+
+def notification_message(method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def request_message(request_id: str | int, method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def parse_frame(line: bytes) -> Frame:
+    """Classify one frame (without its newline)."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return RpcError(PARSE_ERROR, f"parse error: the frame is not UTF-8 (byte {exc.start})",
+                        hint="send each message as one line of UTF-8 JSON")
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return RpcError(PARSE_ERROR, f"parse error: the frame is not JSON ({exc})",
+                        hint="send each message as one line of UTF-8 JSON")
+    return classify(value)
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, (str, int)) and not isinstance(value, bool))
+
+
+def classify(value: Any) -> Frame:
+    """Classify a decoded JSON value as a frame (see module guarantees)."""
+    if isinstance(value, list):
+        return RpcError(INVALID_REQUEST, "invalid request: batch arrays are not supported",
+                        hint="send one request object per line")
+    if not isinstance(value, dict):
+        return RpcError(INVALID_REQUEST, f"invalid request: a frame must be a JSON object, not {type(value).__name__}",
+                        hint='send {"jsonrpc": "2.0", "id": 1, "method": "system.ping"}')
+    rid = value.get("id")
+    reply_id = rid if "id" in value and _valid_id(rid) else None
+    if value.get("jsonrpc") != "2.0":
+        return RpcError(INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"',
+                        hint='add "jsonrpc": "2.0" to every message', request_id=reply_id)
+    if "id" in value and not _valid_id(rid):
+        return RpcError(INVALID_REQUEST, "invalid request: id must be a string, an integer or null",
+                        hint="use a string or integer id")
+    if "method" not in value:
+        if "result" in value or "error" in value:
+            return _response(value)
+        return RpcError(INVALID_REQUEST, 'invalid request: "method" is missing',
+                        hint='name the method in "method"', request_id=reply_id)
+    method = value["method"]
+    if not isinstance(method, str) or not method:
+        return RpcError(INVALID_REQUEST, 'invalid request: "method" must be a non-empty string',
+                        hint='name the method in "method"', request_id=reply_id)
+    params = value.get("params", {})
+    if "id" not in value:
+        return Notification(method, params)
+    return Request(rid, method, params)
+
+
+def _response(value: dict[str, Any]) -> Frame:
+    error = value.get("error")
+    if "error" in value and not isinstance(error, dict):
+        error = {"code": INTERNAL_ERROR, "message": f"malformed error member: {error!r}"}
+    return Response(value.get("id"), value.get("result"), error)

@@ -1,0 +1,219 @@
+"""StdioJsonRpcTransport: newline-delimited JSON-RPC 2.0 over a pair of file descriptors.
+
+Guarantees:
+- The output descriptor carries only protocol messages, each one line of ASCII JSON written
+  whole (one writer: the event loop's thread); log lines go through ``logging`` (stderr).
+- Frames up to ``max_frame`` bytes (16 MiB) are read; a longer one is skipped up to its
+  newline and answered -32600 with id null. Blank lines are ignored.
+- ``receive`` answers protocol errors itself (-32700, -32600) and yields only well-formed
+  requests (``SSEEvent.id`` set) and notifications (``id`` None), in arrival order. Responses
+  resolve the reverse request they answer; a response to an id this side never sent (or
+  already timed out) is logged and ignored, as JSON-RPC says.
+- ``request`` sends a reverse request and waits at most ``timeout`` seconds for its answer:
+  it returns the result, raises RpcError for an error answer and TimeoutError when none came.
+- A write to a host that went away (EPIPE) marks the transport closed; ``receive`` ends at
+  input EOF or ``aclose``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from .base import SSEEvent
+from .jsonrpc import (
+    INVALID_REQUEST,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    RpcError,
+    encode,
+    error_message,
+    notification_message,
+    parse_frame,
+    request_message,
+    result_message,
+)
+
+log = logging.getLogger("steerable.sidecar.transport")
+
+MAX_FRAME = 16 * 1024 * 1024
+_OVERSIZE = object()
+_EOF = object()
+
+
+class LineSplitter:
+    """Cuts a byte stream into frames at ``\\n`` (a trailing ``\\r`` dropped, blank lines
+    skipped); a frame longer than ``max_frame`` is dropped whole and reported as _OVERSIZE."""
+
+    def __init__(self, max_frame: int, post: Any) -> None:
+        self.max_frame = max_frame
+        self.post = post
+        self.buf = bytearray()
+        self.skipping = False
+
+    def feed(self, chunk: bytes) -> None:
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                self._add(chunk[start:])
+                return
+            self._add(chunk[start:nl])
+            self._finish()
+            start = nl + 1
+
+    def _add(self, piece: bytes) -> None:
+        if self.skipping:
+            return
+        self.buf += piece
+        if len(self.buf) > self.max_frame:
+            self.skipping = True
+            self.buf = bytearray()
+
+    def _finish(self) -> None:
+        if self.skipping:
+            self.skipping = False
+            self.post(_OVERSIZE)
+            return
+        line = bytes(self.buf)
+        self.buf = bytearray()
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if line.strip():
+            self.post(line)
+
+    def end(self) -> None:
+        if self.buf or self.skipping:
+            self._finish()
+
+
+class StdioJsonRpcTransport:
+    """JSON-RPC 2.0, one message per line, on ``read_fd`` and ``write_fd``."""
+
+    def __init__(self, read_fd: int, write_fd: int, *, max_frame: int = MAX_FRAME) -> None:
+        self._read_fd = read_fd
+        self._fd = write_fd
+        self.max_frame = max_frame
+        self._queue: asyncio.Queue[Any] | None = None
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._closed = False
+        self.host_gone = False
+
+    # output ------------------------------------------------------------------------------
+    def _write(self, message: dict[str, Any]) -> None:
+        if self._closed and self.host_gone:
+            return
+        data = memoryview(encode(message))
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+        except (BrokenPipeError, OSError) as exc:
+            log.warning("the host stopped reading the protocol stream (%s)", exc)
+            self.host_gone = True
+
+    async def emit(self, event: SSEEvent) -> None:
+        """Send ``event`` as a notification (method = event name, params = data)."""
+        self._write(notification_message(event.event, event.data))
+
+    def respond(self, request_id: str | int, result: Any) -> None:
+        """Answer request ``request_id`` with ``result``."""
+        self._write(result_message(request_id, result))
+
+    def respond_error(self, request_id: RequestId, error: RpcError) -> None:
+        """Answer request ``request_id`` (None when it could not be read) with ``error``."""
+        self._write(error_message(request_id, error))
+
+    async def request(self, method: str, params: Any, *, timeout: float) -> Any:
+        """A reverse request to the host; see the module guarantees."""
+        rid = f"sc-{next(self._ids)}"
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = future
+        try:
+            self._write(request_message(rid, method, params))
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            self._pending.pop(rid, None)
+
+    # input -------------------------------------------------------------------------------
+    async def receive(self) -> AsyncIterator[SSEEvent]:
+        """Incoming requests and notifications until input EOF or ``aclose``."""
+        loop = asyncio.get_running_loop()
+        self._queue = asyncio.Queue()
+        queue = self._queue
+        threading.Thread(target=self._read_lines, args=(loop, queue), name="stdin-reader", daemon=True).start()
+        while True:
+            item = await queue.get()
+            if item is _EOF:
+                return
+            event = self._handle_line(item)
+            if event is not None:
+                yield event
+
+    def _handle_line(self, item: Any) -> SSEEvent | None:
+        if item is _OVERSIZE:
+            self.respond_error(None, RpcError(INVALID_REQUEST, f"invalid request: a frame exceeds {self.max_frame} bytes",
+                                              hint="send frames of at most 16 MiB"))
+            return None
+        frame = parse_frame(item)
+        if isinstance(frame, RpcError):
+            self.respond_error(frame.request_id, frame)
+            return None
+        if isinstance(frame, Response):
+            self._resolve(frame)
+            return None
+        if isinstance(frame, Notification):
+            return SSEEvent(frame.method, frame.params, None)
+        assert isinstance(frame, Request)
+        if frame.id is None:  # JSON-RPC discourages it, and SSEEvent.id None means a notification
+            self.respond_error(None, RpcError(INVALID_REQUEST, "invalid request: id null is not supported",
+                                              hint="use a string or integer id, or omit id for a notification"))
+            return None
+        return SSEEvent(frame.method, frame.params, frame.id)
+
+    def _resolve(self, response: Response) -> None:
+        future = self._pending.get(response.id) if isinstance(response.id, str) else None
+        if future is None or future.done():
+            log.warning("ignored a response to id %r: no request with that id is waiting", response.id)
+            return
+        if response.error is not None:
+            err = response.error
+            data = err.get("data") if isinstance(err.get("data"), dict) else {}
+            future.set_exception(RpcError(int(err.get("code", -32603)) if isinstance(err.get("code"), int) else -32603,
+                                          str(err.get("message", "error")), hint=data.get("hint"), data=data))
+        else:
+            future.set_result(response.result)
+
+    def _read_lines(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
+        # Raw os.read on the descriptor (no BufferedReader: a daemon thread blocked inside one
+        # aborts the interpreter at exit).
+        def post(item: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the loop is gone: nobody is listening any more
+                pass
+
+        lines = LineSplitter(self.max_frame, post)
+        try:
+            while chunk := os.read(self._read_fd, 1 << 20):
+                lines.feed(chunk)
+            lines.end()
+        except OSError as exc:
+            log.warning("reading the protocol input failed (%s): treating it as EOF", exc)
+        post(_EOF)
+
+    async def aclose(self) -> None:
+        """Stop: end ``receive``, fail waiting reverse requests. Idempotent."""
+        self._closed = True
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionError("the transport closed"))
+        if self._queue is not None:
+            self._queue.put_nowait(_EOF)

@@ -1,0 +1,172 @@
+"""The sidecar's JSON-RPC framing, sessions and life cycle, over a real child process's pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .harness import ROOT, RpcFailed
+
+
+def test_ready_line_then_lifecycle_ready_then_ping(spawn, tmp_path):
+    sc = spawn("--storage-path", str(tmp_path / "s.db"))
+    info = sc.wait_ready()
+    assert info["storage"] == "sqlite" and info["pid"] == sc.proc.pid
+    assert sc.notifications[0]["method"] == "lifecycle.ready"
+    assert sc.notifications[0]["params"]["pid"] == sc.proc.pid
+    pong = sc.call("system.ping")
+    assert pong["pong"] is True and pong["version"]
+
+
+def test_in_memory_by_default(spawn):
+    sc = spawn()
+    assert sc.wait_ready()["storage"] == "memory"
+
+
+def test_session_create_get_list_update_end(spawn, tmp_path):
+    sc = spawn("--storage-path", str(tmp_path / "s.db"))
+    sc.wait_ready()
+    made = sc.call("agent.session.create", {"chatId": "c1", "userId": "u1", "scenario": "trip"})
+    sid = made["sessionId"]
+    assert made["isActive"] is True and made["currentStage"] == "START"
+    other = sc.call("agent.session.create", {"chatId": "c2", "userId": "u2", "sessionId": "fixed"})
+    assert other["sessionId"] == "fixed"
+    assert sc.call("agent.session.get", {"sessionId": sid}) == made
+    assert [s["sessionId"] for s in sc.call("agent.session.list", {"userId": "u1"})["sessions"]] == [sid]
+    assert len(sc.call("agent.session.list")["sessions"]) == 2
+    updated = sc.call("agent.session.update", {"sessionId": sid, "currentStage": "PLANNING",
+                                               "nextStage": "BOOKING", "stageData": {"k": [1, 2]}})
+    assert (updated["currentStage"], updated["nextStage"], updated["stageData"]) == ("PLANNING", "BOOKING", {"k": [1, 2]})
+    assert updated["scenario"] == "trip"
+    ended = sc.call("agent.session.end", {"sessionId": sid})
+    assert ended["isActive"] is False
+    assert [s["sessionId"] for s in sc.call("agent.session.list", {"activeOnly": True})["sessions"]] == ["fixed"]
+    with pytest.raises(RpcFailed) as missing:
+        sc.call("agent.session.get", {"sessionId": "nope"})
+    assert missing.value.code == -32001 and missing.value.error["data"]["hint"]
+
+
+def test_sessions_are_visible_to_steerable_maint_while_the_sidecar_runs(spawn, tmp_path):
+    db = tmp_path / "s.db"
+    sc = spawn("--storage-path", str(db))
+    sc.wait_ready()
+    sc.call("agent.session.create", {"chatId": "c-visible"})
+    sc.call("agent.session.create", {"chatId": "c-visible-2"})
+    out = subprocess.run([sys.executable, "-m", "steerable_agent_runtime.maintenance", "inspect", str(db), "--json"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["rows"]["sessions"] == 2
+    assert report["lease_held"] is True and report["lease_holder_pid"] == sc.proc.pid
+
+
+def _error(sc, raw: bytes) -> dict:
+    sc.responses.pop(None, None)
+    sc.send_raw(raw)
+    return sc.wait(lambda: sc.responses.get(None), what=f"the error for {raw[:40]!r}")["error"]
+
+
+def test_bad_frames_each_get_their_error_and_the_sidecar_keeps_serving(spawn):
+    sc = spawn()
+    sc.wait_ready()
+    assert _error(sc, b"this is not json\n")["code"] == -32700
+    assert _error(sc, b'{"jsonrpc":"2.0","id":1,"method":"system.ping"\xff\xfe}\n')["code"] == -32700
+    assert _error(sc, b'[{"jsonrpc":"2.0","id":1,"method":"system.ping"}]\n')["code"] == -32600
+    assert _error(sc, b'"just a string"\n')["code"] == -32600
+    missing = sc.request("", None, rid=41)  # an empty method
+    assert missing["error"]["code"] == -32600
+    sc.send({"jsonrpc": "2.0", "id": 42})
+    assert sc.wait(lambda: sc.responses.get(42))["error"]["code"] == -32600
+    assert _error(sc, b'{"jsonrpc":"2.0","id":null,"method":"system.ping"}\n')["code"] == -32600
+    assert _error(sc, b'{"jsonrpc":"1.0","id":null,"method":"system.ping"}\n')["code"] == -32600
+    unknown = sc.request("agent.nope", {}, rid=43)["error"]
+    assert unknown["code"] == -32601 and "agent.session.create" in unknown["data"]["hint"]
+    wrong = sc.request("agent.session.create", {"chatId": 7}, rid=44)["error"]
+    assert wrong["code"] == -32602 and wrong["data"]["field"] == "chatId" and "chatId" in wrong["message"]
+    extra = sc.request("agent.session.list", {"userID": "u"}, rid=45)["error"]
+    assert extra["code"] == -32602 and extra["data"]["field"] == "userID"
+    positional = sc.request("agent.session.get", ["s1"], rid=46)["error"]
+    assert positional["code"] == -32602
+    nested = sc.request("agent.chat.stream", {"chatId": "c", "provider": {"kind": "nope", "model": "m"}}, rid=47)["error"]
+    assert nested["code"] == -32602 and nested["data"]["field"] == "provider.kind"
+    for err in (unknown, wrong, extra, positional, nested):
+        assert err["data"]["hint"]
+    # a response to a request the sidecar never sent: ignored (no answer), logged on stderr
+    count = len(sc.lines)
+    sc.send({"jsonrpc": "2.0", "id": "sc-999", "result": {"approved": True}})
+    sc.send({"jsonrpc": "2.0", "id": 77, "error": {"code": 1, "message": "x"}})
+    assert sc.call("system.ping", rid=48)["pong"] is True
+    assert len(sc.lines) == count + 1  # only the ping's answer
+    sc.wait(lambda: any("sc-999" in l for l in sc.stderr_lines), what="the stderr log of the stray response")
+    # a notification for an unknown method gets nothing back
+    sc.send({"jsonrpc": "2.0", "method": "agent.nope"})
+    assert sc.call("system.ping", rid=49)["pong"] is True
+    assert len(sc.lines) == count + 2
+
+
+def test_a_10_mib_frame_round_trips(spawn, tmp_path):
+    sc = spawn("--storage-path", str(tmp_path / "s.db"))
+    sc.wait_ready()
+    blob = "x" * (10 * 1024 * 1024)
+    made = sc.call("agent.session.create", {"chatId": "big", "stageData": {"blob": blob}}, timeout=60)
+    again = sc.call("agent.session.get", {"sessionId": made["sessionId"]}, timeout=60)
+    assert again["stageData"]["blob"] == blob
+    assert max(len(l) for l in sc.lines) > 10 * 1024 * 1024
+
+
+def test_a_frame_over_16_mib_is_refused_and_the_sidecar_keeps_serving(spawn):
+    sc = spawn()
+    sc.wait_ready()
+    big = b'{"jsonrpc":"2.0","id":1,"method":"system.ping","params":{"x":"' + b"y" * (16 * 1024 * 1024) + b'"}}\n'
+    err = _error(sc, big)
+    assert err["code"] == -32600 and "exceeds" in err["message"]
+    assert sc.call("system.ping", rid=2)["pong"] is True
+
+
+def test_second_sidecar_on_the_same_path_exits_3_with_the_lease_message(spawn, tmp_path):
+    db = str(tmp_path / "s.db")
+    first = spawn("--storage-path", db)
+    first.wait_ready()
+    second = spawn("--storage-path", db)
+    assert second.exit_code() == 3
+    err = "\n".join(second.stderr_lines)
+    assert "is held by" in err and str(first.proc.pid) in err
+    assert second.lines == []
+    assert first.call("system.ping")["pong"] is True
+
+
+@pytest.mark.parametrize("how", ["shutdown", "eof", "sigterm"])
+def test_every_shutdown_closes_the_store_and_exits_0(spawn, tmp_path, how):
+    db = str(tmp_path / "s.db")
+    sc = spawn("--storage-path", db)
+    sc.wait_ready()
+    sid = sc.call("agent.session.create", {"chatId": "c1"})["sessionId"]
+    if how == "shutdown":
+        assert sc.call("system.shutdown")["shuttingDown"] is True
+    elif how == "eof":
+        sc.close_stdin()
+    else:
+        sc.terminate()
+    assert sc.exit_code() == 0
+    after = spawn("--storage-path", db)  # the lease was released
+    after.wait_ready()
+    assert after.call("agent.session.get", {"sessionId": sid})["chatId"] == "c1"
+
+
+def test_stdout_carries_only_protocol_even_when_something_prints(tmp_path):
+    # A stray print inside the sidecar process goes to stderr: fd 1 is private to the protocol.
+    code = ("import sys; from steerable_agent_runtime.sidecar.__main__ import main, take_stdout;"
+            "import steerable_agent_runtime.sidecar.__main__ as m;"
+            "orig = m.take_stdout\n"
+            "def patched():\n    fd = orig(); print('stray print'); import os; os.write(1, b'raw write\\n'); return fd\n"
+            "m.take_stdout = patched; sys.exit(main([]))")
+    proc = subprocess.run([sys.executable, "-c", code], input=b'{"jsonrpc":"2.0","id":1,"method":"system.ping"}\n',
+                          capture_output=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    assert [json.loads(l).get("method", "response") for l in lines] == ["lifecycle.ready", "response"]
+    assert b"stray print" in proc.stderr and b"raw write" in proc.stderr
