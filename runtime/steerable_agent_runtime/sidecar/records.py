@@ -67,7 +67,7 @@ class RecordMethods:
                 "more": len(entries) == args.limit}
 
     async def _bundle(self, trace_id: str) -> Any:
-        from ..otel import TraceBundle
+        from ..tracing.otlp import TraceBundle
 
         trace = await self.storage.get_trace(trace_id)
         if trace is None:
@@ -81,8 +81,8 @@ class RecordMethods:
                 "events": [e.to_wire() for e in bundle.events]}
 
     async def trace_export(self, args: p.TraceExport) -> dict[str, Any]:
-        from ..otel import export_request
-        from ..otel_export import OtlpHttpExporter
+        from ..tracing.otlp import export_request
+        from ..tracing.exporter import OtlpHttpExporter
 
         bundle = await self._bundle(args.trace_id)
         exporter = OtlpHttpExporter(args.endpoint)  # a bad endpoint is a UsageError (-32602)
