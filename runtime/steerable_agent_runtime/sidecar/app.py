@@ -59,6 +59,11 @@ class MethodTable:
 
     async def call(self, method: str, params: Any) -> Any:
         """Validate ``params`` and run ``method``; raises RpcError for every failure."""
+        handler, args = self.validate(method, params)
+        return await self.run(method, handler, args)
+
+    def validate(self, method: str, params: Any) -> tuple[Handler, Any]:
+        """The handler of ``method`` and its validated params; RpcError -32601 / -32602."""
         entry = self.entries.get(method)
         if entry is None:
             raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}",
@@ -70,11 +75,15 @@ class MethodTable:
             raise RpcError(INVALID_PARAMS, f"invalid params for {method}: params must be an object",
                            hint="pass params by name, as a JSON object", data={"field": "params"})
         try:
-            args = model.model_validate(params)
+            return handler, model.model_validate(params)
         except ValidationError as exc:
             raise invalid_params(exc, method) from None
+
+    @staticmethod
+    async def run(method: str, handler: Handler, args: Any, **context: Any) -> Any:
+        """Run ``handler(args, **context)``; every failure becomes an RpcError."""
         try:
-            return await handler(args)
+            return await handler(args, **context)
         except Exception as exc:
             raise to_rpc_error(exc, method) from exc
 

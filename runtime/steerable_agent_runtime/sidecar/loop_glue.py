@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..loop import CoreLoop, LoopConfig
 from ..models import AgentSession
 from ..storage import StorageAdapter
 from .params import ChatStream
@@ -17,6 +16,8 @@ from .providers import build_provider, compaction_hooks
 def make_loop(args: ChatStream, *, tools: Any, approver: Any, storage: StorageAdapter,
               recorder: Any, session: AgentSession) -> Any:
     """A CoreLoop for one stream: the provider, the host's tools, the record and the recorder."""
+    from ..loop import CoreLoop, LoopConfig
+
     provider = build_provider(args.provider)
     config = LoopConfig(max_rounds=args.max_rounds or LoopConfig.max_rounds,
                         tool_timeout_s=args.tool_timeout_s + 1.0, temperature=args.temperature,

@@ -1,7 +1,8 @@
 """How a failure becomes a JSON-RPC error: one table, every code with ``data.hint``.
 
 -32602 invalid params (pydantic ValidationError: the field named), -32001 not found,
--32002 store owned or unavailable / a chat already streaming, -32003 record format (newer
+-32002 store owned or unavailable / a chat already streaming / a trace collector that
+refused the export, -32003 record format (newer
 build: the remedy in ``data.hint``), -32004 consent denied, -32005 provider error
 (``data.kind``), -32603 anything else (internal).
 """
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from ..errors import (
     DatabaseDamagedError,
+    ExportError,
     NotAStoreError,
     RecordFormatError,
     SchemaTooNewError,
@@ -40,7 +42,7 @@ log = logging.getLogger("steerable.sidecar")
 _CODES: list[tuple[type[BaseException], int]] = [
     (StoreAlreadyOwnedError, UNAVAILABLE), (StoreClosedError, UNAVAILABLE), (NotAStoreError, UNAVAILABLE),
     (DatabaseDamagedError, UNAVAILABLE), (RecordFormatError, RECORD_FORMAT), (SchemaTooNewError, RECORD_FORMAT),
-    (UsageError, INVALID_PARAMS),
+    (UsageError, INVALID_PARAMS), (ExportError, UNAVAILABLE),
 ]
 
 
