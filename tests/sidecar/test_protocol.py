@@ -170,3 +170,72 @@ def test_stdout_carries_only_protocol_even_when_something_prints(tmp_path):
     lines = proc.stdout.splitlines()
     assert [json.loads(l).get("method", "response") for l in lines] == ["lifecycle.ready", "response"]
     assert b"stray print" in proc.stderr and b"raw write" in proc.stderr
+
+
+def _plant_newer_entry(db) -> None:
+    import sqlite3
+
+    from steerable_agent_runtime import SqliteStorage
+    from steerable_agent_runtime.storage.schema import row_checksum
+    from tests.helpers import item, run
+
+    store = SqliteStorage(db)
+    run(store.append_history("c1", [item("hello"), item("hi", role="assistant")]))
+    run(store.close())
+    raw = ('{"v":3,"type":"item","seq":3,"at":"2026-01-01T00:00:00.000000Z",'
+           '"message":{"role":"user","content":"x"},"parts":[]}')
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES ('c1', 3, 3, 'item', "
+                 "'2026-01-01T00:00:00.000000Z', ?, ?)", (raw, row_checksum(raw)))
+    conn.commit()
+    conn.close()
+
+
+def _history_rows(db) -> list:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT record_id, seq, v, type, at, data, crc FROM history ORDER BY seq").fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_record_from_a_newer_build_is_32003_with_the_remedy_and_unchanged(spawn, tmp_path):
+    db = tmp_path / "s.db"
+    _plant_newer_entry(db)
+    before = _history_rows(db)
+    sc = spawn("--storage-path", str(db))
+    sc.wait_ready()
+    for method, params in [
+        ("agent.chat.stream", {"chatId": "c1", "resume": True, "messages": [],
+                               "provider": {"kind": "openai_compat", "model": "m", "baseUrl": "http://127.0.0.1:9"}}),
+        ("agent.history.get", {"recordId": "c1"}),
+    ]:
+        err = sc.request(method, params)["error"]
+        assert err["code"] == -32003, err
+        assert "upgrade the app" in err["data"]["hint"] and "not modified" in err["data"]["hint"]
+        assert err["data"]["version"] == 3 and err["data"]["seq"] == 3
+    assert sc.call("system.ping")["pong"] is True
+    assert sc.notifications_of("stream.chunk") == [] and sc.notifications_of("stream.done") == []
+    sc.close_stdin()
+    assert sc.exit_code() == 0
+    assert _history_rows(db) == before
+
+
+def test_history_get_pages_through_the_record(spawn, tmp_path):
+    from steerable_agent_runtime import SqliteStorage
+    from tests.helpers import item, run
+
+    db = tmp_path / "s.db"
+    store = SqliteStorage(db)
+    run(store.append_history("c9", [item(f"m{i}") for i in range(5)]))
+    run(store.close())
+    sc = spawn("--storage-path", str(db))
+    sc.wait_ready()
+    page = sc.call("agent.history.get", {"recordId": "c9", "limit": 3})
+    assert [e["seq"] for e in page["entries"]] == [1, 2, 3] and page["more"] is True
+    rest = sc.call("agent.history.get", {"recordId": "c9", "afterSeq": page["lastSeq"]})
+    assert [e["message"]["content"] for e in rest["entries"]] == ["m3", "m4"] and rest["more"] is False
+    missing = sc.request("trace.fetch", {"traceId": "0" * 31 + "1"})["error"]
+    assert missing["code"] == -32001 and missing["data"]["hint"]

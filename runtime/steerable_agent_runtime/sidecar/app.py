@@ -18,44 +18,59 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from .. import __version__
 from ..storage import StorageAdapter
 from ..transport.base import SSEEvent
 from ..transport.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, UNAVAILABLE, RpcError
 from ..transport.stdio import StdioJsonRpcTransport
-from . import params as p
-from .records import RecordMethods
-from .rpc_errors import invalid_params, to_rpc_error
-from .streams import StreamManager
 
 log = logging.getLogger("steerable.sidecar")
 
 Handler = Callable[[Any], Awaitable[Any]]
 
 
+# method -> (params model in .params, owner, handler attribute). Models, handlers and the
+# stream machinery are imported on first use: a cold start builds none of them.
+METHODS: dict[str, tuple[str, str, str]] = {
+    "system.ping": ("NoParams", "system", "ping"),
+    "system.shutdown": ("NoParams", "system", "shutdown"),
+    "agent.session.create": ("SessionCreate", "records", "session_create"),
+    "agent.session.get": ("SessionRef", "records", "session_get"),
+    "agent.session.list": ("SessionList", "records", "session_list"),
+    "agent.session.update": ("SessionUpdate", "records", "session_update"),
+    "agent.session.end": ("SessionRef", "records", "session_end"),
+    "agent.chat.stream": ("ChatStream", "streams", "start"),
+    "agent.chat.cancel": ("StreamRef", "streams", "cancel"),
+    "agent.chat.steer": ("ChatSteer", "streams", "steer"),
+    "agent.chat.compact": ("StreamRef", "streams", "compact"),
+    "agent.history.get": ("HistoryGet", "records", "history_get"),
+    "trace.fetch": ("TraceRef", "records", "trace_fetch"),
+    "trace.export": ("TraceExport", "records", "trace_export"),
+}
+
+
 class MethodTable:
     """Method name -> (params model, handler): validation and error mapping in one place."""
 
-    def __init__(self, storage: StorageAdapter, streams: StreamManager, system: SystemMethods) -> None:
-        rec = RecordMethods(storage)
-        self.entries: dict[str, tuple[type[BaseModel], Handler]] = {
-            "system.ping": (p.NoParams, system.ping),
-            "system.shutdown": (p.NoParams, system.shutdown),
-            "agent.session.create": (p.SessionCreate, rec.session_create),
-            "agent.session.get": (p.SessionRef, rec.session_get),
-            "agent.session.list": (p.SessionList, rec.session_list),
-            "agent.session.update": (p.SessionUpdate, rec.session_update),
-            "agent.session.end": (p.SessionRef, rec.session_end),
-            "agent.chat.stream": (p.ChatStream, streams.start),
-            "agent.chat.cancel": (p.StreamRef, streams.cancel),
-            "agent.chat.steer": (p.ChatSteer, streams.steer),
-            "agent.chat.compact": (p.StreamRef, streams.compact),
-            "agent.history.get": (p.HistoryGet, rec.history_get),
-            "trace.fetch": (p.TraceRef, rec.trace_fetch),
-            "trace.export": (p.TraceExport, rec.trace_export),
-        }
+    def __init__(self, storage: StorageAdapter, system: SystemMethods, streams: Callable[[], Any]) -> None:
+        self.entries = dict(METHODS)
+        self._storage = storage
+        self._owners: dict[str, Any] = {"system": system}
+        self._stream_factory = streams
+
+    def _owner(self, name: str) -> Any:
+        owner = self._owners.get(name)
+        if owner is None:
+            if name == "records":
+                from .records import RecordMethods
+
+                owner = RecordMethods(self._storage)
+            else:
+                owner = self._stream_factory()
+            self._owners[name] = owner
+        return owner
 
     async def call(self, method: str, params: Any) -> Any:
         """Validate ``params`` and run ``method``; raises RpcError for every failure."""
@@ -68,7 +83,11 @@ class MethodTable:
         if entry is None:
             raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}",
                            hint="known methods: " + ", ".join(sorted(self.entries)), data={"method": method})
-        model, handler = entry
+        from . import params as p
+        from .rpc_errors import invalid_params
+
+        model_name, owner, attr = entry
+        model, handler = getattr(p, model_name), getattr(self._owner(owner), attr)
         if params is None:
             params = {}
         if not isinstance(params, dict):
@@ -85,6 +104,8 @@ class MethodTable:
         try:
             return await handler(args, **context)
         except Exception as exc:
+            from .rpc_errors import to_rpc_error
+
             raise to_rpc_error(exc, method) from exc
 
 
@@ -96,10 +117,10 @@ class SystemMethods:
         self.started = time.monotonic()
         self._stop = stop
 
-    async def ping(self, _: p.NoParams) -> dict[str, Any]:
+    async def ping(self, _: Any) -> dict[str, Any]:
         return {"pong": True, **self.info, "uptimeMs": int((time.monotonic() - self.started) * 1000)}
 
-    async def shutdown(self, _: p.NoParams) -> dict[str, Any]:
+    async def shutdown(self, _: Any) -> dict[str, Any]:
         asyncio.get_running_loop().call_soon(self._stop.set)
         return {"shuttingDown": True}
 
@@ -114,9 +135,15 @@ class Sidecar:
         self.grace_s = grace_s
         self.stop = asyncio.Event()
         self.info = {"version": __version__, "pid": os.getpid(), **(info or {})}
-        self.streams = StreamManager(storage, notify=transport.emit, reverse=transport.request)
-        self.methods = MethodTable(storage, self.streams, SystemMethods(self.info, self.stop))
+        self.streams: Any = None
+        self.methods = MethodTable(storage, SystemMethods(self.info, self.stop), self._make_streams)
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def _make_streams(self) -> Any:
+        from .streams import StreamManager
+
+        self.streams = StreamManager(self.storage, notify=self.transport.emit, reverse=self.transport.request)
+        return self.streams
 
     async def serve(self) -> None:
         """Announce readiness, serve until a shutdown is asked for, then shut down."""
@@ -166,7 +193,8 @@ class Sidecar:
             log.warning("notification %s failed: %s", event.event, err.message)
 
     async def _shutdown(self, reader: asyncio.Task[None]) -> None:
-        await self.streams.stop_all(self.grace_s)
+        if self.streams is not None:
+            await self.streams.stop_all(self.grace_s)
         pending = [t for t in self._tasks if not t.done()]
         if pending:
             _, late = await asyncio.wait(pending, timeout=self.grace_s)

@@ -99,8 +99,9 @@ class HostApprover:
         self._reverse = reverse
         self.timeout_s = timeout_s
 
-    async def __call__(self, call: ToolCall, *args: Any, **kwargs: Any) -> bool:
-        mode = self.tools.mode_of(call.name) or "external"
+    async def __call__(self, call: ToolCall, mode: str | None = None, ctx: Any = None) -> bool:
+        """``approver(call, mode, ctx)`` as CoreLoop calls it: True lets the call run."""
+        mode = mode or self.tools.mode_of(call.name) or "external"
         if mode not in CONSENT_MODES:
             return True
         params = {"name": call.name, "mode": mode, "arguments": call.arguments, "chatId": self.tools.chat_id}

@@ -13,8 +13,7 @@ from .params import ChatStream
 from .providers import build_provider, compaction_hooks
 
 
-def make_loop(args: ChatStream, *, tools: Any, approver: Any, storage: StorageAdapter,
-              recorder: Any, session: AgentSession) -> Any:
+def make_loop(args: ChatStream, *, tools: Any, approver: Any, storage: StorageAdapter, recorder: Any) -> Any:
     """A CoreLoop for one stream: the provider, the host's tools, the record and the recorder."""
     from ..loop import CoreLoop, LoopConfig
 
@@ -23,13 +22,13 @@ def make_loop(args: ChatStream, *, tools: Any, approver: Any, storage: StorageAd
                         tool_timeout_s=args.tool_timeout_s + 1.0, temperature=args.temperature,
                         max_tokens=args.provider.max_tokens)
     return CoreLoop(provider, tools, config=config, hooks=compaction_hooks(args.max_context_tokens),
-                    storage=storage, record_id=args.chat_id, recorder=recorder, approver=approver,
-                    session=session)
+                    storage=storage, record_id=args.chat_id, recorder=recorder, approver=approver)
 
 
-def events_of(loop: Any, args: ChatStream) -> AsyncIterator[Any]:
-    """The loop's events: ``resume`` from the record, or ``run`` on the given messages."""
+def events_of(loop: Any, args: ChatStream, session: AgentSession) -> AsyncIterator[Any]:
+    """The loop's events: ``resume`` from the record, or ``run`` on the given messages (the
+    trace is recorded under ``session``). Raises UsageError at once for an empty transcript."""
     messages = list(args.messages)
     if args.resume:
-        return loop.resume(args.chat_id, messages)
-    return loop.run(messages, chat_id=args.chat_id)
+        return loop.resume(args.chat_id, messages, chat_id=args.chat_id, session=session)
+    return loop.run(messages, chat_id=args.chat_id, session=session)

@@ -45,8 +45,9 @@ class RunningStream:
     chat_id: str
     loop: Any
     notify: Notify
+    session: AgentSession | None = None
+    events: Any = None
     task: asyncio.Task[None] | None = None
-    trace_id: str | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -153,18 +154,15 @@ class StreamManager:
         session = await self._session(args)
         tools = HostTools(args.tools, chat_id=args.chat_id, reverse=reverse, timeout_s=args.tool_timeout_s)
         approver = HostApprover(tools, reverse=reverse, timeout_s=args.approval_timeout_s)
-        loop = make_loop(args, tools=tools, approver=approver, storage=self.storage,
-                         recorder=self.recorder(), session=session)
-        stream = RunningStream(stream_id, args.chat_id, loop, notify)
-        return stream
+        loop = make_loop(args, tools=tools, approver=approver, storage=self.storage, recorder=self.recorder())
+        events = events_of(loop, args, session)  # an empty transcript is refused here, on the request
+        return RunningStream(stream_id, args.chat_id, loop, notify, session, events)
 
     # relaying --------------------------------------------------------------------------
     async def _run(self, stream: RunningStream, args: p.ChatStream) -> None:
-        from .loop_glue import events_of
-
         done: dict[str, Any] | None = None
         try:
-            async for event in events_of(stream.loop, args):
+            async for event in stream.events:
                 done = await self._relay(stream, event.kind, event.data) or done
         except asyncio.CancelledError:
             done = {"status": "cancelled", "reason": "the sidecar stopped the stream"}
@@ -203,7 +201,7 @@ class StreamManager:
     async def _done(self, stream: RunningStream, done: dict[str, Any] | None) -> None:
         done = done or {"status": "failed", "reason": "the loop ended without a completion"}
         payload = {"streamId": stream.stream_id, "status": done.get("status"), "reason": done.get("reason"),
-                   "usage": done.get("usage"), "traceId": getattr(stream.loop, "trace_id", None)}
+                   "usage": done.get("usage"), "traceId": done.get("traceId") or getattr(stream.loop, "trace_id", None)}
         try:
             await stream.notify(SSEEvent("stream.done", payload))
         except Exception as exc:  # the host went away: nothing left to tell

@@ -1,0 +1,214 @@
+"""FastAPISseTransport and ``create_app``: the sidecar's methods as HTTP POST routes answering
+with ``text/event-stream`` (extra ``[server]``; this is the only module importing fastapi).
+
+Routes: ``POST /{method}`` (e.g. ``/agent.session.create``) with the params as the JSON body;
+``POST /rpc.reply`` ``{id, result | error}`` answers a reverse request (``tool.invoke``,
+``approval.request``) that a stream sent as an SSE event carrying ``id:``. Every response is
+an event stream: ``event: result`` (or ``event: error`` with the JSON-RPC error object and an
+HTTP status that matches it), and for ``agent.chat.stream`` then every ``stream.chunk`` /
+``stream.error`` event and a last ``stream.done``.
+
+Guarantees:
+- Bounded: each response has a queue of ``queue_size`` events; when the client reads slowly
+  the stream's producer waits for room (nothing is dropped, memory stays bounded).
+- A ``: keep-alive`` comment goes out after every ``keepalive_s`` seconds without an event.
+- A client that disconnects cancels its stream (CoreLoop.cancel: the record keeps the
+  partial turn and a result for every call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+
+from ..storage import StorageAdapter
+from .base import SSEEvent
+from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, NOT_FOUND, RpcError
+
+KEEPALIVE = b": keep-alive\n\n"
+_CLOSE = object()
+_HTTP_STATUS = {-32700: 400, -32600: 400, METHOD_NOT_FOUND: 404, INVALID_PARAMS: 400, INTERNAL_ERROR: 500,
+                NOT_FOUND: 404, -32002: 409, -32003: 409, -32004: 403, -32005: 502}
+
+
+class Replies:
+    """The reverse requests waiting for a ``POST /rpc.reply``, by id (one per app)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+
+    def new(self) -> tuple[str, asyncio.Future[Any]]:
+        rid = f"rv-{next(self._ids)}"
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[rid] = future
+        return rid, future
+
+    def deliver(self, body: Any) -> bool:
+        """Resolve the request ``body['id']`` answers; False when none is waiting."""
+        if not isinstance(body, dict):
+            return False
+        future = self.pending.pop(str(body.get("id")), None)
+        if future is None or future.done():
+            return False
+        error = body.get("error")
+        if error is not None:
+            err = error if isinstance(error, dict) else {"message": str(error)}
+            future.set_exception(RpcError(int(err.get("code", -32000)) if isinstance(err.get("code"), int) else -32000,
+                                          str(err.get("message", "error")), hint=(err.get("data") or {}).get("hint")
+                                          if isinstance(err.get("data"), dict) else None))
+        else:
+            future.set_result(body.get("result"))
+        return True
+
+
+class FastAPISseTransport:
+    """One SSE response: a bounded queue between the producer (``emit``) and the HTTP body."""
+
+    def __init__(self, replies: Replies | None = None, *, queue_size: int = 64, keepalive_s: float = 15.0) -> None:
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=queue_size)
+        self._replies = replies or Replies()
+        self.keepalive_s = keepalive_s
+        self.closed = False
+        self._incoming: asyncio.Queue[SSEEvent] = asyncio.Queue()
+
+    async def emit(self, event: SSEEvent) -> None:
+        """Queue ``event``, waiting for room; a no-op once the client is gone."""
+        if self.closed:
+            return
+        await self._queue.put(event)
+
+    async def request(self, method: str, params: Any, *, timeout: float) -> Any:
+        """A reverse request as an SSE event with ``id``; answered by ``POST /rpc.reply``."""
+        rid, future = self._replies.new()
+        try:
+            await self.emit(SSEEvent(method, params, rid))
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            self._replies.pending.pop(rid, None)
+
+    async def receive(self) -> AsyncIterator[SSEEvent]:
+        """Events the host sent to this stream (its replies), until ``aclose``."""
+        while not self.closed:
+            yield await self._incoming.get()
+
+    async def aclose(self) -> None:
+        """End the body after what is queued; drop anything emitted later. Idempotent."""
+        if not self.closed:
+            self.closed = True
+            while True:
+                try:
+                    self._queue.put_nowait(_CLOSE)
+                    return
+                except asyncio.QueueFull:
+                    self._queue.get_nowait()  # the body is gone or will end: make room for the close
+
+    async def body(self) -> AsyncIterator[bytes]:
+        """The SSE bytes: each event as a frame, a keep-alive comment on every quiet interval."""
+        while True:
+            try:
+                item = await asyncio.wait_for(self._queue.get(), self.keepalive_s)
+            except TimeoutError:
+                yield KEEPALIVE
+                continue
+            if item is _CLOSE:
+                return
+            yield item.encode_sse()
+
+
+def _status(err: RpcError) -> int:
+    return _HTTP_STATUS.get(err.code, 500)
+
+
+def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size: int = 64) -> FastAPI:
+    """A FastAPI app serving the sidecar's methods over ``storage`` (see the module docstring).
+
+    system.shutdown is not offered over HTTP (the server's process manager stops it); the
+    app closes ``storage`` at its shutdown.
+    """
+    from ..sidecar.app import MethodTable, SystemMethods
+    from ..sidecar.streams import StreamManager
+
+    replies = Replies()
+    streams = StreamManager(storage, notify=_no_sink, reverse=_no_reverse)
+    table = MethodTable(storage, SystemMethods({"transport": "http-sse"}, asyncio.Event()), lambda: streams)
+    table.entries.pop("system.shutdown")
+    app = FastAPI(title="steerable-agent-runtime", on_shutdown=[storage.close])
+    app.state.streams = streams
+
+    def one_event(event: SSEEvent, status: int = 200) -> StreamingResponse:
+        async def gen() -> AsyncIterator[bytes]:
+            yield event.encode_sse()
+        return StreamingResponse(gen(), status_code=status, media_type="text/event-stream")
+
+    @app.post("/rpc.reply")
+    async def reply(request: Request) -> StreamingResponse:
+        body = await _json(request)
+        if isinstance(body, RpcError):
+            return one_event(SSEEvent("error", body.to_wire()), 400)
+        return one_event(SSEEvent("result", {"delivered": replies.deliver(body)}))
+
+    @app.post("/{method}")
+    async def call(method: str, request: Request) -> StreamingResponse:
+        params = await _json(request)
+        try:
+            if isinstance(params, RpcError):
+                raise params
+            handler, args = table.validate(method, params)
+            if method != "agent.chat.stream":
+                return one_event(SSEEvent("result", await table.run(method, handler, args)))
+            transport = FastAPISseTransport(replies, queue_size=queue_size, keepalive_s=keepalive_s)
+            started = await table.run(method, handler, args, notify=transport.emit, reverse=transport.request)
+        except RpcError as err:
+            return one_event(SSEEvent("error", err.to_wire()), _status(err))
+        return StreamingResponse(_stream_body(streams, transport, started["streamId"]),
+                                 media_type="text/event-stream", headers={"cache-control": "no-cache"})
+
+    return app
+
+
+async def _stream_body(streams: Any, transport: FastAPISseTransport, stream_id: str) -> AsyncIterator[bytes]:
+    yield SSEEvent("result", {"streamId": stream_id}).encode_sse()
+    stream = streams.running.get(stream_id)
+    closer = asyncio.create_task(_close_when_done(stream, transport)) if stream is not None else None
+    if closer is None:
+        await transport.aclose()
+    try:
+        async for chunk in transport.body():
+            yield chunk
+    finally:
+        if stream is not None and not stream.done.is_set():
+            stream.loop.cancel()  # the client went away: its stream winds down
+            await transport.aclose()
+
+
+async def _close_when_done(stream: Any, transport: FastAPISseTransport) -> None:
+    await stream.done.wait()
+    if not transport.closed:
+        # queued after stream.done (FIFO), so the body ends right after it
+        await transport._queue.put(_CLOSE)
+        transport.closed = True
+
+
+async def _json(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        return RpcError(-32700, f"parse error: the body is not JSON ({exc})", hint="POST the params as a JSON object")
+
+
+async def _no_sink(event: SSEEvent) -> None:
+    raise RuntimeError("a stream over HTTP has its own sink")
+
+
+async def _no_reverse(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("a stream over HTTP has its own reverse channel")
