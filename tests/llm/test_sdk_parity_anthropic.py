@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import anthropic
 import pytest
-from steerable_agent_runtime.llm import AnthropicProvider, LLMError, collect
+from steerable_agent_runtime.llm import AnthropicProvider, CacheControlProvider, LLMError, collect
 from steerable_agent_runtime.models import LLMMessage
 
 from tests.helpers import run
@@ -120,3 +120,27 @@ def test_error_event_is_an_error_for_the_sdk_too():
         with pytest.raises(anthropic.APIError) as sdk:
             run(sdk_final(server, model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]))
     assert "overloaded_error" in str(sdk.value)
+
+
+def test_cache_breakpoints_have_the_shape_the_sdk_sends():
+    marker = {"type": "ephemeral", "ttl": "1h"}
+    tail = [*EXPECTED_MESSAGES[:-1], {"role": "user", "content": [
+        *EXPECTED_MESSAGES[-1]["content"][:-1], {**EXPECTED_MESSAGES[-1]["content"][-1], "cache_control": marker}]}]
+    sdk_params = {
+        "model": "claude-sonnet-4-6", "max_tokens": 4096, "messages": tail,
+        "system": [{"type": "text", "text": "You are terse.", "cache_control": marker}],
+        "tools": [{"name": "get_weather", "description": "Current weather for a city",
+                   "input_schema": WEATHER_TOOL["function"]["parameters"], "cache_control": marker}],
+    }
+    with ReplayServer([case("anthropic", "text")]) as server:
+        run(sdk_final(server, **sdk_params))
+        ours = CacheControlProvider(AnthropicProvider("claude-sonnet-4-6", ANTHROPIC_KEY, base_url=server.url), "long")
+        run(collect(ours.stream(conversation(), tools=[WEATHER_TOOL])))
+    sdk_sent, our_sent = server.requests
+    assert our_sent.json() == sdk_sent.json()
+
+
+def test_the_api_key_is_not_in_the_providers_repr():
+    claude = AnthropicProvider("claude-sonnet-4-6", ANTHROPIC_KEY)
+    assert ANTHROPIC_KEY not in repr(claude) and ANTHROPIC_KEY not in repr(CacheControlProvider(claude))
+    assert ANTHROPIC_KEY not in repr(vars(claude).get("_clients"))

@@ -159,3 +159,7 @@ def test_errors_the_sdk_raises_match_our_status(name, sdk_error):
                       .stream([LLMMessage(role="user", content="hi")])))
     assert ours.value.status_code == sdk.value.code
     assert sdk.value.message in str(ours.value)
+
+
+def test_the_api_key_is_not_in_the_providers_repr():
+    assert GEMINI_KEY not in repr(GoogleGenAIProvider("gemini-2.5-flash", GEMINI_KEY))

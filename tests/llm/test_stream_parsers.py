@@ -116,3 +116,17 @@ def test_the_providers_satisfy_the_protocol():
                      CacheControlProvider(AnthropicProvider("m", "k"))):
         assert isinstance(provider, LLMProvider)
         assert provider.model == "m" and provider.name in ("anthropic", "gemini")
+
+
+def test_anthropic_server_tool_use_blocks_are_not_calls_for_the_host():
+    parser = AnthropicStreamParser(never)
+    feed = [
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"q": 1}'}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+        {"type": "message_stop"},
+    ]
+    out = [c for event in feed for c in parser.feed(event)]
+    assert [c.tool_call for c in out if c.tool_call] == [] and out[-1].finish_reason == "stop"

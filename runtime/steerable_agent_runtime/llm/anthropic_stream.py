@@ -77,7 +77,7 @@ class AnthropicStreamParser:
 
     def _on_content_block_start(self, data: dict[str, Any]) -> list[LLMStreamChunk]:
         block = data.get("content_block") or {}
-        if block.get("type") in ("tool_use", "server_tool_use"):
+        if block.get("type") == "tool_use":  # server_tool_use runs at Anthropic: not ours to call
             initial = block.get("input") if isinstance(block.get("input"), dict) else {}
             self._tools[int(data.get("index", 0))] = _ToolBlock(str(block.get("id", "")), str(block.get("name", "")),
                                                                 initial=initial)
