@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import anthropic
 import pytest
-from steerable_agent_runtime.llm import AnthropicProvider, CacheControlProvider, LLMError, collect
+from steerable_agent_runtime.llm import (
+    AnthropicProvider,
+    CacheControlProvider,
+    LLMError,
+    collect,
+)
 from steerable_agent_runtime.models import LLMMessage
 
 from tests.helpers import run
