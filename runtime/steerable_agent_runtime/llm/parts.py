@@ -1,9 +1,11 @@
 """Message content parts, read once for every provider.
 
 ``LLMMessage.content`` is a string or a list of parts in OpenAI chat form: ``{"type": "text",
-"text"}`` and ``{"type": "image_url", "image_url": {"url"}}`` (an https URL or a
-``data:<mime>;base64,<data>`` URL). A part of another type raises
-:class:`~.errors.ProviderConfigError` naming it; nothing is sent.
+"text"}`` and ``{"type": "image_url", "image_url": {"url", "detail"?}}`` (the url an https URL
+or a ``data:<mime>;base64,<data>`` URL). Also read: Responses' ``input_text``/``output_text``/
+``input_image`` and a neutral ``{"type": "image", "url" | ("data", "mime_type")}``. Each
+provider turns the :class:`TextPart`/:class:`ImagePart` list into its own wire form. A part of
+another type raises :class:`~.errors.ProviderConfigError` naming it; nothing is sent.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ class ImagePart:
     data: str | None = None
     mime_type: str | None = None
     detail: str | None = None
+
+    def as_url(self) -> str:
+        """An https URL or a data URL (what the OpenAI wires take)."""
+        if self.url is not None:
+            return self.url
+        return f"data:{self.mime_type or 'image/png'};base64,{self.data}"
 
 
 Part = TextPart | ImagePart
@@ -62,12 +70,25 @@ def _part(raw: Any, provider: str) -> Part:
     if kind in _TEXT_TYPES and isinstance(raw.get("text"), str):
         return TextPart(raw["text"])
     if kind in _IMAGE_TYPES:
-        ref = raw.get("image_url", raw.get("url"))
-        ref = ref.get("url") if isinstance(ref, dict) else ref
-        if isinstance(ref, str) and ref.startswith("data:") and ";base64," in ref:
-            head, data = ref[5:].split(";base64,", 1)
-            return ImagePart(data=data, mime_type=head or None)
-        if isinstance(ref, str) and ref:
-            return ImagePart(url=ref)
+        image = _image(raw)
+        if image is not None:
+            return image
     raise ProviderConfigError(f"{provider}: content part of type {kind!r} is not supported", provider=provider,
                               hint='use {"type": "text", "text": ...} or {"type": "image_url", "image_url": {"url": ...}}')
+
+
+def _image(raw: dict[str, Any]) -> ImagePart | None:
+    ref = raw.get("image_url", raw.get("url"))
+    detail = raw.get("detail")
+    if isinstance(ref, dict):
+        detail = ref.get("detail", detail)
+        ref = ref.get("url")
+    if isinstance(ref, str) and ref:
+        if ref.startswith("data:") and ";base64," in ref:
+            head, data = ref[5:].split(";base64,", 1)
+            return ImagePart(data=data, mime_type=head or None, detail=detail)
+        return ImagePart(url=ref, detail=detail)
+    data = raw.get("data")
+    if isinstance(data, str) and data:
+        return ImagePart(data=data, mime_type=raw.get("mime_type") or raw.get("media_type"), detail=detail)
+    return None

@@ -1,0 +1,242 @@
+"""OpenAICompatProvider: the chat/completions wire (OpenAI, Ollama, vLLM, DeepSeek, Groq, ...).
+
+POST ``{base_url}/chat/completions`` with ``stream: true`` and ``stream_options.include_usage``.
+Guarantees, on top of :class:`~.types.LLMProvider`'s:
+- Tool-call fragments are assembled per ``index`` (several calls, arguments split across any
+  number of chunks) and each call is yielded once, whole, after the last content, followed by
+  one chunk with the finish reason and the usage.
+- ``reasoning_content`` (DeepSeek, vLLM) and ``reasoning`` (Ollama, OpenRouter) deltas are
+  passed through as ``reasoning_delta``.
+- Usage: ``prompt_tokens`` (which already includes cached tokens on this wire);
+  ``cached_prompt_tokens`` from ``prompt_tokens_details.cached_tokens`` (or DeepSeek's
+  ``prompt_cache_hit_tokens``).
+- Finish reasons: ``stop | length | tool_calls | content_filter``; ``tool_calls`` whenever
+  calls were assembled (some servers say ``stop``), ``function_call`` -> ``tool_calls``,
+  anything else -> ``stop``.
+- The stream must end with ``data: [DONE]``, or at least have carried a finish reason;
+  otherwise it was cut: ``LLMError(kind="transport")``, never a silently short answer.
+
+Raises ProviderConfigError (no model, a base URL that is not http(s)), ToolDefinitionError
+(a tool not in OpenAI function form), and LLMError for every request failure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import aclosing
+from typing import Any
+
+from ..models import LLMMessage, ToolCall
+from .classify import classify_error_body, malformed_data_error, stream_cut_error
+from .errors import LLMError
+from .http import ClientCache, require_model, stream_sse, validate_base_url
+from .parts import ImagePart, parse_parts, text_of
+from .tooldefs import function_tools
+from .types import CompleteMixin, FinishReason, LLMStreamChunk, LLMUsage
+
+_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
+                                    "function_call": "tool_calls", "content_filter": "content_filter"}
+
+
+class OpenAICompatProvider(CompleteMixin):
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    name = "openai_compat"
+
+    def __init__(self, model: str, base_url: str, api_key: str | None = None, *,
+                 client: Any = None, timeout: Any = None, extra_headers: dict[str, str] | None = None) -> None:
+        self.model = require_model(model, provider=self.name)
+        self.base_url = validate_base_url(base_url, provider=self.name)
+        self._api_key = api_key or None
+        self._clients = ClientCache(client, timeout)
+        self._extra_headers = dict(extra_headers or {})
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        """The request headers (the key as a Bearer token when one was given)."""
+        out = dict(self._extra_headers)
+        if self._api_key:
+            out["authorization"] = f"Bearer {self._api_key}"
+        return out
+
+    def build_body(self, messages: Sequence[LLMMessage], *, tools: Iterable[dict[str, Any]] | None = None,
+                   temperature: float | None = None, **options: Any) -> dict[str, Any]:
+        """The JSON body for ``messages`` (raises ToolDefinitionError/ProviderConfigError on bad input)."""
+        body: dict[str, Any] = {"model": self.model, "messages": [to_wire_message(m, self.name) for m in messages],
+                                "stream": True, "stream_options": {"include_usage": True}}
+        defs = function_tools(tools, provider=self.name)
+        if defs:
+            body["tools"] = [{"type": "function", "function": d} for d in defs]
+            if options.get("tool_choice") is not None:
+                body["tool_choice"] = options["tool_choice"]
+        if temperature is not None:
+            body["temperature"] = temperature
+        if options.get("max_tokens") is not None:
+            body["max_tokens"] = int(options["max_tokens"])
+        return body
+
+    async def stream(self, messages: Sequence[LLMMessage], *, tools: Iterable[dict[str, Any]] | None = None,
+                     temperature: float | None = None, **options: Any) -> AsyncIterator[LLMStreamChunk]:
+        """Stream one response (see the module docstring for the guarantees and what is raised)."""
+        body = self.build_body(messages, tools=tools, temperature=temperature, **options)
+        state = _ChatStream(self.name, self.url)
+        events = stream_sse(self._clients.get(), self.url, headers=self.headers(), body=body,
+                            provider=self.name, secrets=(self._api_key,))
+        async with aclosing(events):
+            async for message in events:
+                if message.data == "[DONE]":
+                    state.done = True
+                    break
+                for chunk in state.feed(message.data):
+                    yield chunk
+        for chunk in state.end():
+            yield chunk
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this provider opened (not one it was given)."""
+        await self._clients.aclose()
+
+
+class _ChatStream:
+    """Assembles one chat/completions stream: content as it comes, tool calls per index."""
+
+    __slots__ = ("calls", "done", "finish_reason", "provider", "url", "usage")
+
+    def __init__(self, provider: str, url: str) -> None:
+        self.provider = provider
+        self.url = url
+        self.calls: dict[int, list[Any]] = {}  # index -> [id, name, [argument fragments]]
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.done = False
+
+    def feed(self, data: str) -> list[LLMStreamChunk]:
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            raise malformed_data_error(data, url=self.url, provider=self.provider) from None
+        if not isinstance(obj, dict):
+            raise malformed_data_error(data, url=self.url, provider=self.provider, reason="not a JSON object")
+        if "error" in obj:
+            raise classify_error_body(obj, provider=self.provider)
+        usage = obj.get("usage") or (obj.get("x_groq") or {}).get("usage")
+        if usage:
+            self.usage = usage
+        out: list[LLMStreamChunk] = []
+        for choice in obj.get("choices") or ():
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if content or reasoning:
+                out.append(LLMStreamChunk(content_delta=content or None, reasoning_delta=reasoning or None))
+            fragments = delta.get("tool_calls")
+            if fragments:
+                self._fragments(fragments)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        return out
+
+    def _fragments(self, fragments: list[dict[str, Any]]) -> None:
+        for position, frag in enumerate(fragments):
+            index = frag.get("index", position)
+            acc = self.calls.get(index)
+            if acc is None:
+                acc = self.calls[index] = [None, None, []]
+            if frag.get("id"):
+                acc[0] = frag["id"]
+            fn = frag.get("function") or {}
+            if fn.get("name"):
+                acc[1] = fn["name"]
+            if fn.get("arguments"):
+                acc[2].append(fn["arguments"])
+
+    def end(self) -> list[LLMStreamChunk]:
+        """The tool calls, whole, then the finish reason and usage; raises if the stream was cut."""
+        if not self.done and self.finish_reason is None:
+            raise stream_cut_error(url=self.url, provider=self.provider, expected="[DONE]")
+        calls = [LLMStreamChunk(tool_call=self._call(index, acc)) for index, acc in sorted(self.calls.items())]
+        reason: FinishReason = "tool_calls" if calls else _FINISH.get(self.finish_reason or "stop", "stop")
+        return [*calls, LLMStreamChunk(finish_reason=reason, usage=parse_usage(self.usage))]
+
+    def _call(self, index: int, acc: list[Any]) -> ToolCall:
+        call_id, name, fragments = acc
+        if not name:
+            raise LLMError(f"{self.provider}: tool call #{index} arrived without a function name",
+                           kind="server", provider=self.provider, hint="retry the request")
+        return ToolCall(id=call_id or f"call_{index}", name=name,
+                        arguments=parse_arguments("".join(fragments), name, self.provider))
+
+
+def parse_arguments(text: str, name: str, provider: str) -> dict[str, Any]:
+    """A tool call's assembled arguments as a dict ('' is {}); raises LLMError(kind="server") if not an object.
+
+    ``server``, so a retry asks the model again: the wire was fine, the model's JSON was not.
+    """
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise LLMError(f"{provider}: the arguments of tool call {name!r} are not a JSON object: {text[:120]!r}",
+                       kind="server", provider=provider, hint="retry the request; the model produced broken JSON")
+    return value
+
+
+def parse_usage(usage: dict[str, Any] | None) -> LLMUsage | None:
+    """chat/completions usage as LLMUsage (prompt_tokens already includes the cached ones)."""
+    if not usage:
+        return None
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0
+    return LLMUsage(prompt_tokens=prompt, completion_tokens=completion,
+                    total_tokens=int(usage.get("total_tokens") or prompt + completion),
+                    cached_prompt_tokens=int(cached))
+
+
+def to_wire_message(message: LLMMessage, provider: str) -> dict[str, Any]:
+    """One LLMMessage in chat/completions form."""
+    role = message.role
+    if role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "",
+                "content": text_of(message.content, provider=provider)}
+    if role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": text_of(message.content, provider=provider) or None}
+        if message.tool_calls:
+            out["tool_calls"] = [{"id": c["id"], "type": "function",
+                                  "function": {"name": c["name"],
+                                               "arguments": json.dumps(c.get("arguments") or {}, ensure_ascii=False)}}
+                                 for c in message.tool_calls]
+        return out
+    out = {"role": role, "content": _content(message.content, provider)}
+    if message.name:
+        out["name"] = message.name
+    return out
+
+
+def _content(content: Any, provider: str) -> Any:
+    if content is None or isinstance(content, str):
+        return content or ""
+    parts = parse_parts(content, provider=provider)
+    if not any(isinstance(p, ImagePart) for p in parts):
+        return [{"type": "text", "text": p.text} for p in parts]  # type: ignore[union-attr]
+    wire: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, ImagePart):
+            image: dict[str, Any] = {"url": part.as_url()}
+            if part.detail:
+                image["detail"] = part.detail
+            wire.append({"type": "image_url", "image_url": image})
+        else:
+            wire.append({"type": "text", "text": part.text})
+    return wire

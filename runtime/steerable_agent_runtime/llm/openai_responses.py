@@ -1,0 +1,218 @@
+"""OpenAIResponsesProvider: OpenAI's item-based Responses wire.
+
+POST ``{base_url}/responses`` with ``stream: true`` and ``store: false`` (nothing is kept on
+OpenAI's side; every request carries the whole transcript as input items: messages,
+``function_call`` and ``function_call_output``). Guarantees, on top of
+:class:`~.types.LLMProvider`'s:
+- ``response.function_call_arguments.delta`` fragments are assembled per output item; each call
+  is yielded once, whole, when the response completes, with ``ToolCall.id`` = the item's
+  ``call_id`` (not its item id).
+- Reasoning summary deltas (``response.reasoning_summary_text.delta``, and
+  ``response.reasoning_text.delta`` where a model streams raw reasoning) are ``reasoning_delta``.
+- Usage: ``input_tokens`` (already includes cached tokens), ``input_tokens_details.cached_tokens``.
+- ``response.completed`` -> ``stop`` (``tool_calls`` when calls were made);
+  ``response.incomplete`` -> ``length`` (``content_filter`` when that was the reason).
+- ``response.failed`` and ``error`` events raise the classified LLMError; a stream that ends
+  before one of the terminal events is ``LLMError(kind="transport")``.
+
+Raises ProviderConfigError (no model, no API key, a base URL that is not http(s)),
+ToolDefinitionError (a tool not in OpenAI function form), and LLMError for every request failure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import aclosing
+from typing import Any
+
+from ..models import LLMMessage, ToolCall
+from .classify import classify_error_body, malformed_data_error, stream_cut_error
+from .errors import ProviderConfigError
+from .http import ClientCache, require_model, stream_sse, validate_base_url
+from .openai_compat import parse_arguments
+from .parts import ImagePart, parse_parts, text_of
+from .tooldefs import function_tools
+from .types import CompleteMixin, FinishReason, LLMStreamChunk, LLMUsage
+
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
+_REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
+
+
+class OpenAIResponsesProvider(CompleteMixin):
+    """A model behind OpenAI's ``/responses`` endpoint."""
+
+    name = "openai_responses"
+
+    def __init__(self, model: str, api_key: str, base_url: str = "https://api.openai.com/v1", *,
+                 client: Any = None, timeout: Any = None, extra_headers: dict[str, str] | None = None) -> None:
+        self.model = require_model(model, provider=self.name)
+        self.base_url = validate_base_url(base_url, provider=self.name)
+        if not isinstance(api_key, str) or not api_key.strip():
+            raise ProviderConfigError(f"{self.name}: an API key is required", provider=self.name,
+                                      hint="pass api_key=os.environ['OPENAI_API_KEY']")
+        self._api_key = api_key
+        self._clients = ClientCache(client, timeout)
+        self._extra_headers = dict(extra_headers or {})
+
+    def __repr__(self) -> str:
+        return f"OpenAIResponsesProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/responses"
+
+    def headers(self) -> dict[str, str]:
+        return {**self._extra_headers, "authorization": f"Bearer {self._api_key}"}
+
+    def build_body(self, messages: Sequence[LLMMessage], *, tools: Iterable[dict[str, Any]] | None = None,
+                   temperature: float | None = None, **options: Any) -> dict[str, Any]:
+        """The JSON body for ``messages`` (raises ToolDefinitionError/ProviderConfigError on bad input)."""
+        items: list[dict[str, Any]] = []
+        for message in messages:
+            items.extend(to_input_items(message, self.name))
+        body: dict[str, Any] = {"model": self.model, "input": items, "stream": True, "store": False}
+        defs = function_tools(tools, provider=self.name)
+        if defs:
+            body["tools"] = [{"type": "function", **d} for d in defs]
+            if options.get("tool_choice") is not None:
+                body["tool_choice"] = options["tool_choice"]
+        if temperature is not None:
+            body["temperature"] = temperature
+        if options.get("max_tokens") is not None:
+            body["max_output_tokens"] = int(options["max_tokens"])
+        return body
+
+    async def stream(self, messages: Sequence[LLMMessage], *, tools: Iterable[dict[str, Any]] | None = None,
+                     temperature: float | None = None, **options: Any) -> AsyncIterator[LLMStreamChunk]:
+        """Stream one response (see the module docstring for the guarantees and what is raised)."""
+        body = self.build_body(messages, tools=tools, temperature=temperature, **options)
+        state = _ResponsesStream(self.name, self.url, self._api_key)
+        events = stream_sse(self._clients.get(), self.url, headers=self.headers(), body=body,
+                            provider=self.name, secrets=(self._api_key,))
+        async with aclosing(events):
+            async for message in events:
+                chunk = state.feed(message.data)
+                if chunk is not None:
+                    yield chunk
+                if state.terminal is not None:
+                    break
+        for chunk in state.end():
+            yield chunk
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this provider opened (not one it was given)."""
+        await self._clients.aclose()
+
+
+class _ResponsesStream:
+    """Assembles one Responses stream: text and reasoning as they come, calls per output item."""
+
+    __slots__ = ("calls", "key", "provider", "terminal", "url")
+
+    def __init__(self, provider: str, url: str, key: str) -> None:
+        self.provider = provider
+        self.url = url
+        self.key = key
+        self.calls: dict[str, list[Any]] = {}  # item id -> [call_id, name, [fragments], final args | None]
+        self.terminal: dict[str, Any] | None = None
+
+    def feed(self, data: str) -> LLMStreamChunk | None:
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise malformed_data_error(data, url=self.url, provider=self.provider, secrets=(self.key,)) from None
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            return LLMStreamChunk(content_delta=event.get("delta") or None)
+        if kind == "response.function_call_arguments.delta":
+            self._call(event.get("item_id"))[2].append(event.get("delta") or "")
+        elif kind in _REASONING_DELTAS:
+            return LLMStreamChunk(reasoning_delta=event.get("delta") or None)
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            self._item(event.get("item") or {})
+        elif kind == "response.function_call_arguments.done":
+            self._call(event.get("item_id"))[3] = event.get("arguments")
+        elif kind in _TERMINAL:
+            self._terminal(kind, event)
+        return None
+
+    def _call(self, item_id: Any) -> list[Any]:
+        acc = self.calls.get(item_id)
+        if acc is None:
+            acc = self.calls[item_id] = [None, None, [], None]
+        return acc
+
+    def _item(self, item: dict[str, Any]) -> None:
+        if item.get("type") != "function_call":
+            return
+        acc = self._call(item.get("id") or item.get("call_id"))
+        acc[0] = item.get("call_id") or acc[0]
+        acc[1] = item.get("name") or acc[1]
+        if item.get("status") == "completed" and isinstance(item.get("arguments"), str):
+            acc[3] = item["arguments"]
+
+    def _terminal(self, kind: str, event: dict[str, Any]) -> None:
+        if kind == "error":
+            raise classify_error_body(event, provider=self.provider, secrets=(self.key,))
+        response = event.get("response") or {}
+        if kind == "response.failed":
+            raise classify_error_body({"error": response.get("error") or {"message": "response failed"}},
+                                      provider=self.provider, secrets=(self.key,))
+        self.terminal = response
+
+    def end(self) -> list[LLMStreamChunk]:
+        """The calls, whole, then finish reason and usage; raises if no terminal event came."""
+        if self.terminal is None:
+            raise stream_cut_error(url=self.url, provider=self.provider, expected="response.completed")
+        calls = [LLMStreamChunk(tool_call=self._tool_call(acc)) for acc in self.calls.values()]
+        reason: FinishReason
+        if self.terminal.get("status") == "incomplete":
+            why = (self.terminal.get("incomplete_details") or {}).get("reason")
+            reason = "content_filter" if why == "content_filter" else "length"
+        else:
+            reason = "tool_calls" if calls else "stop"
+        return [*calls, LLMStreamChunk(finish_reason=reason, usage=parse_usage(self.terminal.get("usage")))]
+
+    def _tool_call(self, acc: list[Any]) -> ToolCall:
+        call_id, name, fragments, final = acc
+        text = final if isinstance(final, str) else "".join(fragments)
+        return ToolCall(id=call_id or "", name=name or "", arguments=parse_arguments(text, name or "?", self.provider))
+
+
+def parse_usage(usage: dict[str, Any] | None) -> LLMUsage | None:
+    """Responses usage as LLMUsage (``input_tokens`` already includes the cached ones)."""
+    if not usage:
+        return None
+    prompt = int(usage.get("input_tokens") or 0)
+    completion = int(usage.get("output_tokens") or 0)
+    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
+    return LLMUsage(prompt_tokens=prompt, completion_tokens=completion,
+                    total_tokens=int(usage.get("total_tokens") or prompt + completion), cached_prompt_tokens=int(cached))
+
+
+def to_input_items(message: LLMMessage, provider: str) -> list[dict[str, Any]]:
+    """One LLMMessage as Responses input items (an assistant turn with calls is several items)."""
+    role = message.role
+    if role == "tool":
+        return [{"type": "function_call_output", "call_id": message.tool_call_id or "",
+                 "output": text_of(message.content, provider=provider)}]
+    if role == "assistant":
+        items: list[dict[str, Any]] = []
+        text = text_of(message.content, provider=provider)
+        if text:
+            items.append({"role": "assistant", "content": text})
+        for call in message.tool_calls or ():
+            items.append({"type": "function_call", "call_id": call["id"], "name": call["name"],
+                          "arguments": json.dumps(call.get("arguments") or {}, ensure_ascii=False)})
+        return items
+    content = message.content
+    if content is None or isinstance(content, str):
+        return [{"role": role, "content": content or ""}]
+    wire: list[dict[str, Any]] = []
+    for part in parse_parts(content, provider=provider):
+        if isinstance(part, ImagePart):
+            wire.append({"type": "input_image", "image_url": part.as_url(), "detail": part.detail or "auto"})
+        else:
+            wire.append({"type": "input_text", "text": part.text})
+    return [{"role": role, "content": wire}]

@@ -1,0 +1,190 @@
+"""OpenAICompatProvider over real HTTP: the recorded streams parse as the official SDK parses them."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import openai
+import pytest
+from steerable_agent_runtime.llm import (
+    LLMError,
+    OpenAICompatProvider,
+    ProviderConfigError,
+    ToolDefinitionError,
+)
+from steerable_agent_runtime.llm.types import LLMUsage
+
+from tests.helpers import run
+from tests.llm.openai_cases import (
+    CONVERSATION,
+    KEY,
+    PNG,
+    TOOLS,
+    closed_port,
+    collect_stream,
+    reply,
+    sdk_client,
+)
+from tests.replay_server import ReplayServer
+
+DIR = "openai_compat"
+MODEL = "gpt-4.1-mini"
+
+
+def ours(server: ReplayServer, **kwargs):
+    provider = OpenAICompatProvider(MODEL, base_url=server.url + "/v1", api_key=KEY)
+    return run(collect_stream(provider, **kwargs))
+
+
+def sdk(server: ReplayServer, messages=None, tools=None):
+    """What the SDK's stream accumulator assembles: text, reasoning, calls, usage, finish."""
+    client = sdk_client(server.url + "/v1")
+    kwargs = {"tools": tools} if tools else {}
+    reasoning = []
+    with client.chat.completions.stream(model=MODEL, messages=messages or [{"role": "user", "content": "hi"}],
+                                        stream_options={"include_usage": True}, **kwargs) as stream:
+        for event in stream:
+            if event.type == "chunk" and event.chunk.choices:
+                extra = event.chunk.choices[0].delta.model_extra or {}
+                reasoning.append(extra.get("reasoning_content") or "")
+        final = stream.get_final_completion()
+    message = final.choices[0].message
+    calls = [(c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or []]
+    return message.content or "", "".join(reasoning), calls, final.usage, final.choices[0].finish_reason
+
+
+def usage_of(sdk_usage) -> LLMUsage:
+    details = sdk_usage.prompt_tokens_details
+    return LLMUsage(sdk_usage.prompt_tokens, sdk_usage.completion_tokens, sdk_usage.total_tokens,
+                    details.cached_tokens if details else 0, 0)
+
+
+@pytest.mark.parametrize("case", ["text", "tool_calls", "reasoning", "usage_cached"])
+def test_fixture_parses_like_the_sdk(case):
+    with ReplayServer([reply(DIR, case)]) as server:
+        got = ours(server, tools=TOOLS)
+        text, reasoning, calls, usage, finish = sdk(server, tools=TOOLS)
+    assert got.error is None
+    assert got.text == text and got.reasoning == reasoning
+    assert [(c.id, c.name, c.arguments) for c in got.calls] == calls
+    assert got.usage == usage_of(usage)
+    assert got.finish == finish
+
+
+def test_parallel_fragmented_calls_are_each_emitted_once_whole_before_the_finish():
+    with ReplayServer([reply(DIR, "tool_calls")]) as server:
+        got = ours(server, tools=TOOLS)
+    assert [c.name for c in got.calls] == ["get_weather", "read_file"]
+    assert got.calls[1].arguments == {"path": "notes/trip.md", "lines": [1, 40], "query": 'hôtel "Avenida"'}
+    assert (got.finish, got.usage.prompt_tokens, got.usage.completion_tokens) == ("tool_calls", 310, 58)
+
+
+def test_cached_tokens_are_part_of_prompt_tokens():
+    with ReplayServer([reply(DIR, "usage_cached")]) as server:
+        got = ours(server)
+    assert (got.usage.prompt_tokens, got.usage.cached_prompt_tokens, got.usage.total_tokens) == (1240, 1152, 1254)
+
+
+def test_request_matches_what_the_sdk_sends_for_the_same_conversation():
+    native = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": [{"type": "text", "text": "What is in this image, and the weather?"},
+                                     {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}]},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"id": "call_prev1", "type": "function", "function": {"name": "get_weather",
+                                                                  "arguments": '{"city": "Lisbon"}'}}]},
+        {"role": "tool", "tool_call_id": "call_prev1", "content": '{"tempC": 21}'},
+        {"role": "user", "content": "And tomorrow?"},
+    ]
+    with ReplayServer([reply(DIR, "text")]) as server:
+        ours(server, messages=CONVERSATION, tools=TOOLS, temperature=0.2, max_tokens=300)
+        client = sdk_client(server.url + "/v1")
+        with client.chat.completions.stream(model=MODEL, messages=native, tools=TOOLS, temperature=0.2,
+                                            max_tokens=300, stream_options={"include_usage": True}) as stream:
+            stream.until_done()
+        mine, theirs = server.requests
+    assert mine.path == theirs.path == "/v1/chat/completions"
+    assert mine.json() == theirs.json()
+    for header in ("authorization", "content-type"):
+        assert mine.headers[header] == theirs.headers[header]
+    assert mine.headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_no_api_key_sends_no_authorization():
+    with ReplayServer([reply(DIR, "text")]) as server:
+        run(collect_stream(OpenAICompatProvider(MODEL, base_url=server.url + "/v1")))
+        assert "authorization" not in server.requests[0].headers
+
+
+@pytest.mark.parametrize("case,kind,status,sdk_error", [
+    ("overflow_400", "context_overflow", 400, openai.BadRequestError),
+    ("rate_limit_429", "rate_limit", 429, openai.RateLimitError),
+    ("server_500", "server", 500, openai.InternalServerError),
+])
+def test_http_errors_classified_where_the_sdk_raises(case, kind, status, sdk_error):
+    with ReplayServer([reply(DIR, case)]) as server:
+        got = ours(server)
+        with pytest.raises(sdk_error):
+            sdk(server)
+    assert (got.error.kind, got.error.status_code) == (kind, status)
+    assert KEY not in str(got.error)
+    if kind == "rate_limit":
+        assert got.error.retry_after_ms == 20_000
+
+
+def test_error_event_mid_stream_raises_like_the_sdk():
+    with ReplayServer([reply(DIR, "error_mid_stream")]) as server:
+        got = ours(server)
+        with pytest.raises(openai.APIError, match="server had an error"):
+            sdk(server)
+    assert got.error.kind == "server" and got.text == "Here is the first part of"
+
+
+def test_connection_dropped_mid_stream_is_transport_not_a_short_answer():
+    with ReplayServer([reply(DIR, "text", drop_after=5)]) as server:
+        got = ours(server)
+    assert got.error is not None and got.error.kind == "transport"
+    assert got.text == "Lisbon is the capital of Port"[:len(got.text)] and got.finish is None
+
+
+def test_malformed_json_in_a_data_line_is_a_clear_error():
+    with ReplayServer([reply(DIR, "malformed")]) as server:
+        got = ours(server)
+    assert got.error.kind == "invalid_request" and "malformed stream data" in str(got.error)
+
+
+def test_unreachable_server_is_transport_within_the_connect_timeout():
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    provider = OpenAICompatProvider(MODEL, base_url=url, api_key=KEY, timeout=2.0)
+    started = time.monotonic()
+    got = run(collect_stream(provider))
+    assert time.monotonic() - started < 2.5
+    assert got.error.kind == "transport" and url + "/chat/completions" in str(got.error) and KEY not in str(got.error)
+
+
+@pytest.mark.parametrize("kwargs", [{"model": "", "base_url": "http://127.0.0.1:1/v1"},
+                                    {"model": "m", "base_url": "ftp://x"}, {"model": "m", "base_url": "127.0.0.1/v1"}])
+def test_bad_settings_raise_a_config_error_with_a_hint(kwargs):
+    with pytest.raises(ProviderConfigError) as info:
+        OpenAICompatProvider(**kwargs)
+    assert info.value.hint
+
+
+def test_a_tool_not_in_function_form_is_refused_naming_it_and_nothing_is_sent():
+    with ReplayServer([reply(DIR, "text")]) as server:
+        provider = OpenAICompatProvider(MODEL, base_url=server.url + "/v1")
+        bad = [TOOLS[0], {"name": "lookup", "input_schema": {"type": "object"}}]
+        with pytest.raises(ToolDefinitionError, match="lookup"):
+            run(collect_stream(provider, tools=bad))
+        assert server.requests == []
+
+
+def test_complete_assembles_one_message():
+    with ReplayServer([reply(DIR, "tool_calls")]) as server:
+        provider = OpenAICompatProvider(MODEL, base_url=server.url + "/v1")
+        message, usage = run(provider.complete([], tools=TOOLS))
+    assert message.role == "assistant" and [c["id"] for c in message.tool_calls] == [
+        "call_Ab12Cd34Ef56Gh78", "call_Zy98Xw76Vu54Ts32"]
+    assert usage.total_tokens == 368
+    assert isinstance(LLMError, type)
