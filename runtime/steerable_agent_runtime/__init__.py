@@ -4,6 +4,9 @@ The public names are re-exported here; the maintenance toolkit lives in
 ``steerable_agent_runtime.maintenance`` and its CLI in the separate ``steerable_maint`` package.
 """
 
+import importlib
+from typing import Any
+
 from .errors import (
     DataIntegrityError,
     DatabaseDamagedError,
@@ -15,25 +18,22 @@ from .errors import (
     StoreAlreadyOwnedError,
     UsageError,
 )
-from .history import (
-    RECORD_FORMAT_VERSION,
-    CompactionBoundary,
-    HistoryItem,
-    HistorySeed,
-    parse_entry,
-    resume_transcript,
-    upgrade_entry_dict,
-)
-from .models import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan
-from .storage import StorageAdapter
-from .storage.memory import InMemoryStorage
-from .storage.schema import SCHEMA_VERSION
-from .storage.sqlite import SqliteStorage
-from .tools import ToolCall, ToolConsentError, ToolResult, ToolRouter, tool
-from .loop import (
-    CacheDriftMonitor, ChainHooks, CoreLoop, LoopConfig, LoopContext, LoopEvent, LoopHooks, NoopHooks, PreStepAction,
-    RetryAction, RetryHooks, RewriteRequest,
-)
+
+# Public name -> the module defining it, imported on first access (PEP 562): importing a
+# subpackage (``steerable_agent_runtime.llm``) must not load the storage half and pydantic.
+_LAZY = {
+    "RECORD_FORMAT_VERSION": ".history", "CompactionBoundary": ".history", "HistoryItem": ".history",
+    "HistorySeed": ".history", "parse_entry": ".history", "resume_transcript": ".history",
+    "upgrade_entry_dict": ".history",
+    "AgentSession": ".models", "ChatMessage": ".models", "HarnessTrace": ".models", "LLMMessage": ".models",
+    "TraceEvent": ".models", "TraceSpan": ".models",
+    "StorageAdapter": ".storage", "InMemoryStorage": ".storage.memory", "SCHEMA_VERSION": ".storage.schema",
+    "SqliteStorage": ".storage.sqlite",
+    "ToolCall": ".tools", "ToolConsentError": ".tools", "ToolResult": ".tools", "ToolRouter": ".tools", "tool": ".tools",
+    **{name: ".loop" for name in (
+        "CacheDriftMonitor", "ChainHooks", "CoreLoop", "LoopConfig", "LoopContext", "LoopEvent", "LoopHooks",
+        "NoopHooks", "PreStepAction", "RetryAction", "RetryHooks", "RewriteRequest")},
+}
 
 __version__ = "0.1.0"
 
@@ -50,3 +50,21 @@ __all__ += [
     "PreStepAction", "RetryAction", "RetryHooks", "RewriteRequest", "ToolCall", "ToolConsentError", "ToolResult",
     "ToolRouter", "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        try:  # a subpackage not imported yet (``steerable_agent_runtime.storage``)
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..models import ToolCall
 from .errors import RETRYABLE_KINDS, LLMError, LLMErrorKind, ProviderConfigError, ToolDefinitionError
 from .retry import RetryPolicy
 from .types import CacheRetention, FinishReason, LLMProvider, LLMStreamChunk, LLMUsage, collect
 
 # Public name -> module that defines it, imported when first asked for.
 _LAZY = {
+    "ToolCall": "..models",
     "classify_http_error": ".classify",
     "classify_error_body": ".classify",
     "transport_error": ".classify",

@@ -16,7 +16,6 @@ the kept ``body``.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import time
 from collections.abc import Iterable, Mapping
@@ -87,6 +86,8 @@ def retry_after_ms(headers: Mapping[str, str] | None, *, now: float | None = Non
         return max(0, int(float(raw) * 1000))
     except ValueError:
         pass
+    import email.utils  # only for the HTTP-date form
+
     try:
         when = email.utils.parsedate_to_datetime(raw)
     except (TypeError, ValueError, IndexError):

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -92,12 +91,14 @@ class ClientCache:
         self._given = client
         self._timeout = timeout
         self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: Any = None
 
     def get(self) -> httpx.AsyncClient:
         """The client to use on the current loop (created on first use)."""
         if self._given is not None:
             return self._given
+        import asyncio  # a running loop means asyncio is loaded; importing it here is free
+
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop or self._client.is_closed:
             self._client = make_client(self._timeout)
@@ -106,6 +107,8 @@ class ClientCache:
 
     async def aclose(self) -> None:
         """Close our own client (never the caller's)."""
+        import asyncio
+
         if self._client is not None and self._loop is asyncio.get_running_loop():
             await self._client.aclose()
         self._client = None

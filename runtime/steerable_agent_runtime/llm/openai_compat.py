@@ -25,15 +25,17 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import LLMMessage, ToolCall
 from .classify import classify_error_body, malformed_data_error, stream_cut_error
 from .errors import LLMError
 from .http import ClientCache, require_model, stream_sse, validate_base_url
 from .parts import ImagePart, parse_parts, text_of
 from .tooldefs import function_tools
 from .types import CompleteMixin, FinishReason, LLMStreamChunk, LLMUsage
+
+if TYPE_CHECKING:
+    from ..models import LLMMessage, ToolCall
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
                                     "function_call": "tool_calls", "content_filter": "content_filter"}
@@ -170,6 +172,10 @@ class _ChatStream:
         if not name:
             raise LLMError(f"{self.provider}: tool call #{index} arrived without a function name",
                            kind="server", provider=self.provider, hint="retry the request")
+        from ..models import (
+            ToolCall,  # pydantic: loaded with the first call, not at import
+        )
+
         return ToolCall(id=call_id or f"call_{index}", name=name,
                         arguments=parse_arguments("".join(fragments), name, self.provider))
 

@@ -24,9 +24,8 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import LLMMessage, ToolCall
 from .classify import classify_error_body, malformed_data_error, stream_cut_error
 from .errors import ProviderConfigError
 from .http import ClientCache, require_model, stream_sse, validate_base_url
@@ -34,6 +33,9 @@ from .openai_compat import parse_arguments
 from .parts import ImagePart, parse_parts, text_of
 from .tooldefs import function_tools
 from .types import CompleteMixin, FinishReason, LLMStreamChunk, LLMUsage
+
+if TYPE_CHECKING:
+    from ..models import LLMMessage, ToolCall
 
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 _REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
@@ -177,6 +179,10 @@ class _ResponsesStream:
     def _tool_call(self, acc: list[Any]) -> ToolCall:
         call_id, name, fragments, final = acc
         text = final if isinstance(final, str) else "".join(fragments)
+        from ..models import (
+            ToolCall,  # pydantic: loaded with the first call, not at import
+        )
+
         return ToolCall(id=call_id or "", name=name or "", arguments=parse_arguments(text, name or "?", self.provider))
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from ..models import LLMMessage, ToolCall
+if TYPE_CHECKING:  # pydantic loads with the first message built, not with this module
+    from ..models import LLMMessage, ToolCall
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 CacheRetention = Literal["short", "long", "none"]
@@ -43,7 +44,7 @@ class LLMUsage:
             "cacheCreationTokens": self.cache_creation_tokens,
         }
 
-    def __add__(self, other: "LLMUsage") -> "LLMUsage":
+    def __add__(self, other: LLMUsage) -> LLMUsage:
         return LLMUsage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
@@ -104,6 +105,8 @@ async def collect(chunks: AsyncIterator[LLMStreamChunk]) -> tuple[LLMMessage, LL
 
     Every provider's ``complete`` is this over its ``stream``.
     """
+    from ..models import LLMMessage
+
     text: list[str] = []
     calls: list[ToolCall] = []
     usage = LLMUsage()
