@@ -142,10 +142,11 @@ def test_error_event_mid_stream_raises_like_the_sdk():
 
 
 def test_connection_dropped_mid_stream_is_transport_not_a_short_answer():
-    with ReplayServer([reply(DIR, "text", drop_after=5)]) as server:
+    # The server closes the connection after the recorded events: no finish, no [DONE].
+    with ReplayServer([reply(DIR, "dropped_mid_stream", drop_after=99)]) as server:
         got = ours(server)
-    assert got.error is not None and got.error.kind == "transport"
-    assert got.text == "Lisbon is the capital of Port"[:len(got.text)] and got.finish is None
+    assert got.error is not None and got.error.kind == "transport" and "[DONE]" in str(got.error)
+    assert got.text == "Lisbon is the capital of " and got.finish is None
 
 
 def test_malformed_json_in_a_data_line_is_a_clear_error():
@@ -188,3 +189,13 @@ def test_complete_assembles_one_message():
         "call_Ab12Cd34Ef56Gh78", "call_Zy98Xw76Vu54Ts32"]
     assert usage.total_tokens == 368
     assert isinstance(LLMError, type)
+
+
+def test_error_null_in_every_chunk_and_a_missing_done_after_the_finish_are_accepted():
+    from tests.replay_server import Reply
+
+    chunks = [b'data: {"choices":[{"index":0,"delta":{"content":"ok"}}],"error":null}\n\n',
+              b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"error":null}\n\n']
+    with ReplayServer([Reply(chunks=chunks)]) as server:
+        got = ours(server)
+    assert (got.error, got.text, got.finish, got.usage) == (None, "ok", "length", None)

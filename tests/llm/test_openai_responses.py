@@ -133,7 +133,7 @@ def test_sdk_sees_the_same_error_event():
 
 
 def test_connection_dropped_mid_stream_is_transport():
-    with ReplayServer([reply(DIR, "tool_calls", drop_after=8)]) as server:
+    with ReplayServer([reply(DIR, "dropped_mid_stream", drop_after=99)]) as server:
         got = ours(server)
     assert got.error.kind == "transport" and got.calls == [] and "response.completed" in str(got.error)
 

@@ -126,7 +126,7 @@ class _ChatStream:
             raise malformed_data_error(data, url=self.url, provider=self.provider) from None
         if not isinstance(obj, dict):
             raise malformed_data_error(data, url=self.url, provider=self.provider, reason="not a JSON object")
-        if "error" in obj:
+        if obj.get("error"):  # some servers send "error": null in every chunk
             raise classify_error_body(obj, provider=self.provider)
         usage = obj.get("usage") or (obj.get("x_groq") or {}).get("usage")
         if usage:

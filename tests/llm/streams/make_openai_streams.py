@@ -221,6 +221,11 @@ def responses_failed() -> str:
     return ev.text()
 
 
+def cut(stream: str, events: int) -> str:
+    """The first ``events`` events of ``stream``: what arrived before the connection dropped."""
+    return "".join(part + "\n\n" for part in stream.split("\n\n")[:events])
+
+
 def http_error(status: int, body: dict, headers: dict | None = None) -> str:
     return json.dumps({"status": status, "headers": {"content-type": "application/json", **(headers or {})},
                        "body": body}, indent=2, ensure_ascii=False) + "\n"
@@ -245,6 +250,7 @@ FILES = {
     "openai_compat/usage_cached.sse": chat_text("Cached answer.", cached=1152),
     "openai_compat/error_mid_stream.sse": chat_error_mid_stream(),
     "openai_compat/malformed.sse": chat_malformed(),
+    "openai_compat/dropped_mid_stream.sse": cut(chat_text(), 6),
     "openai_compat/overflow_400.json": http_error(400, OVERFLOW),
     "openai_compat/rate_limit_429.json": http_error(429, RATE, {"retry-after": "20"}),
     "openai_compat/server_500.json": http_error(500, SERVER),
@@ -255,6 +261,7 @@ FILES = {
     "openai_responses/incomplete.sse": responses_incomplete(),
     "openai_responses/error_mid_stream.sse": responses_error_mid_stream(),
     "openai_responses/failed.sse": responses_failed(),
+    "openai_responses/dropped_mid_stream.sse": cut(responses_tool_calls(), 8),
     "openai_responses/overflow_400.json": http_error(400, R_OVERFLOW),
     "openai_responses/rate_limit_429.json": http_error(429, RATE, {"retry-after": "Tue, 01 Dec 2099 09:00:20 GMT"}),
     "openai_responses/server_500.json": http_error(500, SERVER),
