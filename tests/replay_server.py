@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -100,8 +101,12 @@ class ReplayServer:
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         self._next = 0
+        self._conns: set[Any] = set()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
+        # close() ends every connection (a client's keep-alive pool would otherwise hold a
+        # handler thread open forever) and joins the handler threads: no thread outlives a test.
+        self._httpd.daemon_threads = False
+        self._httpd.block_on_close = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
@@ -118,6 +123,13 @@ class ReplayServer:
 
     def close(self) -> None:
         self._httpd.shutdown()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self._httpd.server_close()
 
     def __enter__(self) -> "ReplayServer":
@@ -142,6 +154,19 @@ class ReplayServer:
 
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._conns.add(self.connection)
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._conns.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:  # the client went away first
+                    pass
 
             def do_GET(self) -> None:
                 self._serve()
