@@ -155,6 +155,7 @@ class ToolRouter:
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        self._described: list[dict[str, Any]] | None = None
 
     def register(self, fn: Handler, *, description: str | None = None, mode: str = "read",
                  name: str | None = None) -> ToolSpec:
@@ -163,6 +164,7 @@ class ToolRouter:
         if spec.name in self._tools:
             raise UsageError(f"tool {spec.name!r} is already registered", hint="give the tool another name")
         self._tools[spec.name] = spec
+        self._described = None
         return spec
 
     @property
@@ -180,8 +182,14 @@ class ToolRouter:
         return spec.mode if spec else None
 
     def describe(self) -> list[dict[str, Any]]:
-        """Every tool in OpenAI function form, in registration order."""
-        return [spec.describe() for spec in self._tools.values()]
+        """Every tool in OpenAI function form, in registration order.
+
+        The definitions are built once per registration and shared between calls (the loop asks
+        for them every request): treat them as read-only; ``spec.describe()`` gives a private copy.
+        """
+        if self._described is None:
+            self._described = [spec.describe() for spec in self._tools.values()]
+        return list(self._described)
 
     async def dispatch(self, call: ToolCall, *, consent_granted: bool = False, context: Any = None) -> ToolResult:
         """Run ``call`` and return its ToolResult (see the module docstring for every outcome).
@@ -230,7 +238,7 @@ def _validate(spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any] | Too
     except ValidationError as exc:
         problems = "; ".join(_problem(err) for err in exc.errors()[:5])
         return ToolResult.failed(f"tool {spec.name!r}: invalid arguments: {problems}")
-    return {key: getattr(parsed, key) for key in type(parsed).model_fields}
+    return dict(parsed.__dict__)
 
 
 def _problem(err: Any) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from typing import Any
 
 from steerable_agent_runtime.history import resume_transcript
@@ -78,3 +80,9 @@ def run_loop(loop: CoreLoop, messages, chat_id: str = "c1") -> list[LoopEvent]:
 
 
 USER = [{"role": "user", "content": "go"}]
+
+
+def transcript_digest(messages) -> str:
+    """sha256 of a transcript's canonical JSON (the crash child and its parent compute the same)."""
+    text = json.dumps([m.to_wire() for m in messages], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()

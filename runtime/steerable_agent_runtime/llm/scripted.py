@@ -6,7 +6,7 @@ chunk types a real provider yields: reasoning deltas, content deltas (split ever
 the finish reason and the usage. ``error`` raises an :class:`LLMError` before the first chunk,
 or after ``error_after_chunks`` chunks (a stream that breaks mid-way). Every call is recorded
 in ``requests`` (messages, tools, temperature, options), so a test can assert on exactly what the
-loop sent. When the script is used up, ``stream`` raises LLMError (kind ``invalid_request``)
+loop sent (``record_messages=False`` keeps the messages out: a benchmark's provider costs nothing). When the script is used up, ``stream`` raises LLMError (kind ``invalid_request``)
 naming how many responses it had: a loop that asks for more than the test planned fails loud.
 """
 
@@ -84,9 +84,10 @@ class ScriptedProvider(CompleteMixin):
     """Replays ``responses`` in order, one per ``stream`` call (a str is a text-only response)."""
 
     def __init__(self, responses: Iterable[ScriptedResponse | str], *, name: str = "scripted",
-                 model: str = "scripted-model") -> None:
+                 model: str = "scripted-model", record_messages: bool = True) -> None:
         self.name = name
         self.model = model
+        self.record_messages = record_messages
         self.responses: list[ScriptedResponse] = [
             r if isinstance(r, ScriptedResponse) else ScriptedResponse(text=r) for r in responses]
         self.requests: list[ScriptedRequest] = []
@@ -100,7 +101,8 @@ class ScriptedProvider(CompleteMixin):
                temperature: float | None = None, **options: Any) -> AsyncIterator[LLMStreamChunk]:
         """Record the request and replay the next response (see the module docstring)."""
         index = len(self.requests)
-        self.requests.append(ScriptedRequest([m.model_copy(deep=True) for m in messages],
+        kept = [m.model_copy(deep=True) for m in messages] if self.record_messages else []
+        self.requests.append(ScriptedRequest(kept,
                                              None if tools is None else list(tools), temperature, dict(options)))
         return self._replay(index, messages)
 

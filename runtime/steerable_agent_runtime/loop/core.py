@@ -96,6 +96,7 @@ class CoreLoop:
         self._cancel_event: asyncio.Event | None = None
         self._compact = False
         self._running = False
+        self._batch: ToolBatch | None = None
 
     # --- control (callable from another task while a turn runs) ---------------------------
 
@@ -116,6 +117,8 @@ class CoreLoop:
         self._cancel = True
         if self._cancel_event is not None:
             self._cancel_event.set()
+        if self._batch is not None:
+            self._batch.interrupt()
         return True
 
     def request_compact(self) -> bool:
@@ -173,7 +176,7 @@ class CoreLoop:
             writer = RecordWriter(self.storage, record_id)
             transcript = await self._opening(writer, messages, resume_id)
             ctx = LoopContext(chat_id=chat_id, record_id=record_id)
-            batch = ToolBatch(self.tools, self.config, self.hooks, self.approver, self._cancel_event)
+            batch = self._batch = ToolBatch(self.tools, self.config, self.hooks, self.approver, self._cancel_event)
             tracing = self.recorder.run(session or _default_session(chat_id)) if self.recorder else null_run()
             async with tracing as run:
                 self.trace_id = run.trace_id
@@ -189,6 +192,7 @@ class CoreLoop:
             self._running = False
             self._cancel = False
             self._cancel_event = None
+            self._batch = None
 
     async def _opening(self, writer: RecordWriter, messages: list[LLMMessage], resume_id: str | None) -> list[LLMMessage]:
         if resume_id is None:

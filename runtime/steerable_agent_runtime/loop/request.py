@@ -42,7 +42,7 @@ class Attempt:
         """Run the attempt, yielding llm_request, the deltas and llm_response."""
         yield LoopEvent("llm_request", {"round": self.round, "attempt": self.attempt})
         attrs = {"llm.model": getattr(provider, "model", None), "llm.provider": getattr(provider, "name", None),
-                 "llm.round": self.round}
+                 "llm.round": self.round} if run.trace_id is not None else None
         async with run.llm_request(attrs, attempt=self.attempt) as span:
             stream = None
             try:

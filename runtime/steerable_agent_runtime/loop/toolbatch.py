@@ -62,6 +62,7 @@ class ToolBatch:
         self.consecutive_errors = 0
         self._mode_of = getattr(tools, "mode_of", None)
         self._dispatch = getattr(tools, "dispatch", None)
+        self._running: set[asyncio.Timeout] = set()
 
     def mode(self, call: ToolCall) -> str | None:
         """The call's tool mode, when the tools object tells (a ToolRouter does)."""
@@ -78,7 +79,10 @@ class ToolBatch:
                 continue
             for call in group:
                 yield self._start_event(call)
-            outcomes = await asyncio.gather(*(self._one(call, ctx, run) for call in group))
+            if len(group) == 1:
+                outcomes = [await self._one(group[0], ctx, run)]
+            else:
+                outcomes = await asyncio.gather(*(self._one(call, ctx, run) for call in group))
             for call, (result, ms, denied, dup) in zip(group, outcomes):
                 yield self._finish(call, result, ms, ctx, results, denied, dup)
 
@@ -147,7 +151,7 @@ class ToolBatch:
             granted, why = await self._ask(call, mode, ctx, span)
             if not granted:
                 return _denied(call, mode, why), True
-        call_ctx = replace(ctx, consent_granted=granted)
+        call_ctx = ctx if ctx.consent_granted == granted else replace(ctx, consent_granted=granted)
         try:
             return await self._execute(call, call_ctx), False
         except ToolConsentError as exc:  # a host executor refused: the same as a denial
@@ -165,34 +169,40 @@ class ToolBatch:
             wait.set_attrs({"approval.approved": approved})
         return approved, "was not approved by the user"
 
+    def interrupt(self) -> None:
+        """Stop the running calls now (a cancel): their timeouts fire at once."""
+        now = asyncio.get_running_loop().time()
+        for deadline in list(self._running):
+            deadline.reschedule(now)
+
     async def _execute(self, call: ToolCall, ctx: LoopContext) -> ToolResult:
-        if self._dispatch is not None:
-            work = self._dispatch(call, consent_granted=ctx.consent_granted, context=ctx)
-        else:
-            work = self.tools.execute(call, ctx)
-        task = asyncio.ensure_future(work)
-        stopper = asyncio.ensure_future(self.cancelled.wait())
-        try:
-            done, _ = await asyncio.wait({task, stopper}, timeout=self.config.tool_timeout_s,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-        if task in done:
-            return _checked(call, task)
-        task.cancel()
-        if stopper in done:
+        # In this task under asyncio.timeout (no helper tasks); a cancel reschedules the timeout to now.
+        if self.cancelled.is_set():
             return ToolResult.failed(CANCELLED_ERROR)
-        return ToolResult.failed(f"tool {call.name!r} timed out after {self.config.tool_timeout_s:g} s and was stopped")
+        deadline = asyncio.timeout(self.config.tool_timeout_s)
+        self._running.add(deadline)
+        try:
+            async with deadline:
+                if self._dispatch is not None:
+                    value = await self._dispatch(call, consent_granted=ctx.consent_granted, context=ctx)
+                else:
+                    value = await self.tools.execute(call, ctx)
+        except TimeoutError:
+            if self.cancelled.is_set():
+                return ToolResult.failed(CANCELLED_ERROR)
+            return ToolResult.failed(f"tool {call.name!r} timed out after {self.config.tool_timeout_s:g} s"
+                                     " and was stopped")
+        except ToolConsentError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a host executor's failure is the model's to read
+            return ToolResult.failed(f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+        finally:
+            self._running.discard(deadline)
+        return _checked(call, value)
 
 
-def _checked(call: ToolCall, task: asyncio.Future[Any]) -> ToolResult:
-    """The finished task's ToolResult; a host executor's exception or odd value becomes a failed result."""
-    exc = task.exception()
-    if isinstance(exc, ToolConsentError):
-        raise exc
-    if exc is not None:
-        return ToolResult.failed(f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
-    value = task.result()
+def _checked(call: ToolCall, value: Any) -> ToolResult:
+    """A host executor's return value as a ToolResult; anything else is a failed result."""
     if isinstance(value, ToolResult):
         return value
     if isinstance(value, dict) and isinstance(value.get("success"), bool):
