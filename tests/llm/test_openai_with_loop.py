@@ -1,0 +1,62 @@
+"""CoreLoop driving both OpenAI providers over real HTTP: a tool round, then the answer.
+
+The second request must carry the assistant's call and the tool's result in each wire's own form.
+"""
+
+from __future__ import annotations
+
+import json
+
+from steerable_agent_runtime.llm import OpenAICompatProvider, OpenAIResponsesProvider
+from steerable_agent_runtime.loop import CoreLoop
+
+from tests.llm.openai_cases import KEY
+from tests.llm.streams import make_openai_streams as gen
+from tests.loop.kit import USER, completion, make_router, run_loop
+from tests.replay_server import ReplayServer, Reply, split_events
+
+
+def sse(text: str) -> Reply:
+    return Reply(chunks=split_events(text.encode()))
+
+
+def chat_call() -> str:
+    frags = gen.call_fragments(0, "call_loop1", "read_note", json.dumps({"name": "x"}), 4)
+    return "".join([*frags, gen.chunk({}, "tool_calls"), gen.chunk(choices=False, usage=gen.usage(50, 9)),
+                    "data: [DONE]\n\n"])
+
+
+def responses_call() -> str:
+    ev = gen.Events()
+    gen.r_start(ev)
+    item = gen.r_call(ev, 0, "call_loop1", "read_note", json.dumps({"name": "x"}), 4)
+    ev.add("response.completed", response=gen.response("completed", [item], gen.r_usage(50, 9)))
+    return ev.text()
+
+
+def test_chat_completions_tool_round_then_answer():
+    router, log = make_router()
+    with ReplayServer([sse(chat_call()), sse(gen.chat_text("Note x says: note x."))]) as server:
+        provider = OpenAICompatProvider("gpt-4.1-mini", base_url=server.url + "/v1", api_key=KEY)
+        events = run_loop(CoreLoop(provider, router), USER)
+        second = server.requests[1].json()
+    assert completion(events)["status"] == "completed" and log == [("read_note", "x")]
+    assistant, result = second["messages"][-2:]
+    assert assistant["tool_calls"][0]["id"] == "call_loop1"
+    assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"name": "x"}
+    assert result["role"] == "tool" and result["tool_call_id"] == "call_loop1" and "note x" in result["content"]
+    assert {t["function"]["name"] for t in second["tools"]} >= {"read_note", "write_note"}
+
+
+def test_responses_tool_round_then_answer():
+    router, log = make_router()
+    with ReplayServer([sse(responses_call()), sse(gen.responses_text())]) as server:
+        provider = OpenAIResponsesProvider("gpt-4.1-mini", KEY, base_url=server.url + "/v1")
+        events = run_loop(CoreLoop(provider, router), USER)
+        second = server.requests[1].json()
+    assert completion(events)["status"] == "completed" and log == [("read_note", "x")]
+    call, output = second["input"][-2:]
+    assert (call["type"], call["call_id"], json.loads(call["arguments"])) == ("function_call", "call_loop1",
+                                                                               {"name": "x"})
+    assert output["type"] == "function_call_output" and output["call_id"] == "call_loop1"
+    assert "note x" in output["output"]
