@@ -124,3 +124,10 @@ def test_tool_definitions_must_be_function_form_naming_the_tool():
         function_tools([ok and {"type": "function", "function": {"name": "a"}}, "nope"], provider="p")
     with pytest.raises(ToolDefinitionError, match="twice"):
         function_tools([{"type": "function", "function": {"name": "a"}}] * 2, provider="p")
+
+
+def test_debug_log_of_a_request_shows_no_key(caplog):
+    caplog.set_level("DEBUG", logger="steerable_agent_runtime.llm")
+    with ReplayServer([Reply(chunks=[b"data: 1\n\n"])]) as server:
+        run(events(server.url + "/v1/x"))
+    assert "POST" in caplog.text and "[redacted]" in caplog.text and KEY not in caplog.text
