@@ -117,3 +117,9 @@ def test_stream_cut_and_malformed_data():
     assert cut.kind == "transport" and "[DONE]" in str(cut)
     bad = malformed_data_error("{not json", url="http://h/x", provider="p")
     assert bad.kind == "invalid_request" and "{not json" in str(bad)
+
+
+def test_messages_are_one_line_however_the_body_is_laid_out():
+    body = {"error": {"message": "line one\n\n  line two\t" + "x" * 1000}}
+    for err in (classify_http_error(500, json.dumps(body)), classify_error_body(body)):
+        assert "\n" not in str(err) and "line one line two" in str(err) and len(str(err)) < 600

@@ -148,10 +148,16 @@ def test_unreachable_server_is_transport_within_the_connect_timeout():
 
 
 def test_bad_settings_and_tools():
-    for args in [("", KEY), ("m", ""), ("m", KEY, "ws://x")]:
+    for args in [("", KEY), ("m", 42), ("m", KEY, "ws://x")]:
         with pytest.raises(ProviderConfigError):
             OpenAIResponsesProvider(*args)
     provider = OpenAIResponsesProvider(MODEL, KEY, base_url="http://127.0.0.1:1/v1")
     with pytest.raises(ToolDefinitionError, match="#0"):
         provider.build_body([], tools=[{"type": "custom"}])
     assert isinstance(LLMError, type)
+
+
+def test_keyless_local_server_gets_no_authorization_header():
+    with ReplayServer([reply(DIR, "text")]) as server:
+        run(collect_stream(OpenAIResponsesProvider(MODEL, None, base_url=server.url + "/v1")))
+        assert "authorization" not in server.requests[0].headers

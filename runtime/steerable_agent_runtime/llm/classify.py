@@ -97,6 +97,12 @@ def retry_after_ms(headers: Mapping[str, str] | None, *, now: float | None = Non
     return max(0, int((when.timestamp() - (time.time() if now is None else now)) * 1000))
 
 
+def one_line(text: str, limit: int = 400) -> str:
+    """``text`` with its whitespace runs collapsed to one space, cut at ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def names_overflow(text: str) -> bool:
     """Whether ``text`` (an error body or message) says the context was exceeded."""
     low = text.lower()
@@ -157,7 +163,7 @@ def classify_http_error(
     text = redact(text, secrets)
     kind = kind_for_status(status, text)
     where = f" from {safe_url(url)}" if url is not None else ""
-    detail = redact(error_message(text), secrets)
+    detail = one_line(redact(error_message(text), secrets))
     message = f"{provider or 'provider'}: HTTP {status} ({kind}){where}: {detail}"
     return LLMError(message, kind=kind, provider=provider, status_code=status,
                     retry_after_ms=retry_after_ms(headers) if kind in ("rate_limit", "server", "transport") else None,
@@ -195,7 +201,7 @@ def classify_error_body(
     """
     secrets = tuple(secrets)
     text = redact(body if isinstance(body, str) else json.dumps(body), secrets)
-    detail = redact(error_message(text), secrets)
+    detail = one_line(redact(error_message(text), secrets))
     inner: Any = body.get("error", body) if isinstance(body, dict) else None
     code = inner.get("code") if isinstance(inner, dict) else None
     numeric = status_code if status_code is not None else (code if isinstance(code, int) and 100 <= code < 600 else None)

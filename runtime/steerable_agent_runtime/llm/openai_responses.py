@@ -15,7 +15,7 @@ OpenAI's side; every request carries the whole transcript as input items: messag
 - ``response.failed`` and ``error`` events raise the classified LLMError; a stream that ends
   before one of the terminal events is ``LLMError(kind="transport")``.
 
-Raises ProviderConfigError (no model, no API key, a base URL that is not http(s)),
+Raises ProviderConfigError (no model, a base URL that is not http(s)),
 ToolDefinitionError (a tool not in OpenAI function form), and LLMError for every request failure.
 """
 
@@ -46,14 +46,14 @@ class OpenAIResponsesProvider(CompleteMixin):
 
     name = "openai_responses"
 
-    def __init__(self, model: str, api_key: str, base_url: str = "https://api.openai.com/v1", *,
+    def __init__(self, model: str, api_key: str | None, base_url: str = "https://api.openai.com/v1", *,
                  client: Any = None, timeout: Any = None, extra_headers: dict[str, str] | None = None) -> None:
         self.model = require_model(model, provider=self.name)
         self.base_url = validate_base_url(base_url, provider=self.name)
-        if not isinstance(api_key, str) or not api_key.strip():
-            raise ProviderConfigError(f"{self.name}: an API key is required", provider=self.name,
-                                      hint="pass api_key=os.environ['OPENAI_API_KEY']")
-        self._api_key = api_key
+        if api_key is not None and not isinstance(api_key, str):
+            raise ProviderConfigError(f"{self.name}: api_key must be a string or None", provider=self.name,
+                                      hint="pass api_key=os.environ['OPENAI_API_KEY'] (None for a keyless local server)")
+        self._api_key = api_key or None
         self._clients = ClientCache(client, timeout)
         self._extra_headers = dict(extra_headers or {})
 
@@ -65,7 +65,11 @@ class OpenAIResponsesProvider(CompleteMixin):
         return self.base_url + "/responses"
 
     def headers(self) -> dict[str, str]:
-        return {**self._extra_headers, "authorization": f"Bearer {self._api_key}"}
+        """The request headers (the key as a Bearer token; none for a keyless local server)."""
+        out = dict(self._extra_headers)
+        if self._api_key:
+            out["authorization"] = f"Bearer {self._api_key}"
+        return out
 
     def build_body(self, messages: Sequence[LLMMessage], *, tools: Iterable[dict[str, Any]] | None = None,
                    temperature: float | None = None, **options: Any) -> dict[str, Any]:
