@@ -147,9 +147,8 @@ class StreamManager:
             from ..history import resume_transcript
 
             await resume_transcript(self.storage, args.chat_id)  # fail closed before writing anything
-        from .loop_glue import (
-            make_loop,  # the loop, httpx and a provider: imported on first use
-        )
+        # the loop, httpx and a provider: imported when the first stream starts
+        from .loop_glue import events_of, make_loop
 
         session = await self._session(args)
         tools = HostTools(args.tools, chat_id=args.chat_id, reverse=reverse, timeout_s=args.tool_timeout_s)

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 @dataclass(frozen=True)
 class SSEEvent:
     """One event: a name (``stream.chunk``, a JSON-RPC method) and its JSON-ready ``data``.
@@ -28,7 +31,7 @@ class SSEEvent:
         head = f"event: {self.event}\n"
         if self.id is not None:
             head += f"id: {self.id}\n"
-        return (head + "data: " + json.dumps(self.data, separators=(",", ":")) + "\n\n").encode()
+        return (head + "data: " + _ENCODER.encode(self.data) + "\n\n").encode()
 
 
 @runtime_checkable

@@ -78,9 +78,12 @@ class Response:
 Frame = Request | Notification | Response | RpcError
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # built once: json.dumps with separators builds one per call
+
+
 def encode(message: dict[str, Any]) -> bytes:
     """One newline-terminated ASCII JSON line."""
-    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+    return (_ENCODER.encode(message) + "\n").encode()
 
 
 def result_message(request_id: str | int, result: Any) -> dict[str, Any]:

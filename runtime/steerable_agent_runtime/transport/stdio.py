@@ -2,7 +2,8 @@
 
 Guarantees:
 - The output descriptor carries only protocol messages, each one line of ASCII JSON written
-  whole (one writer: the event loop's thread); log lines go through ``logging`` (stderr).
+  whole and in order (one writer: the event loop's thread; the messages of one loop iteration
+  are joined into one write); log lines go through ``logging`` (stderr).
 - Frames up to ``max_frame`` bytes (16 MiB) are read; a longer one is skipped up to its
   newline and answered -32600 with id null. Blank lines are ignored.
 - ``receive`` answers protocol errors itself (-32700, -32600) and yields only well-formed
@@ -105,17 +106,37 @@ class StdioJsonRpcTransport:
         self._pending: dict[str, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
         self.host_gone = False
 
     # output ------------------------------------------------------------------------------
     def _write(self, message: dict[str, Any]) -> None:
-        if self._closed and self.host_gone:
+        """Queue one message; everything queued in one event-loop iteration goes out in one
+        write (in order), right after the iteration (``flush``)."""
+        if self.host_gone:
             return
-        data = memoryview(encode(message))
+        self._out.append(encode(message))
+        if not self._flush_scheduled:
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:  # no loop (synchronous use): write at once
+                self.flush()
+                return
+            self._flush_scheduled = True
+
+    def flush(self) -> None:
+        """Write everything queued, whole lines only, blocking while the host's pipe is full
+        (a host that reads slowly slows the sidecar; nothing is dropped)."""
+        self._flush_scheduled = False
+        if not self._out:
+            return
+        data = memoryview(b"".join(self._out))
+        self._out.clear()
         try:
             while data:
                 data = data[os.write(self._fd, data):]
-        except (BrokenPipeError, OSError) as exc:
+        except OSError as exc:
             log.warning("the host stopped reading the protocol stream (%s)", exc)
             self.host_gone = True
 
@@ -212,6 +233,7 @@ class StdioJsonRpcTransport:
     async def aclose(self) -> None:
         """Stop: end ``receive``, fail waiting reverse requests. Idempotent."""
         self._closed = True
+        self.flush()
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(ConnectionError("the transport closed"))

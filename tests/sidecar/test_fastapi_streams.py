@@ -1,0 +1,110 @@
+"""agent.chat.stream over HTTP: create_app on a real uvicorn, httpx reading the SSE stream,
+an OpenAI-compatible replay server as the model."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+
+from steerable_agent_runtime import InMemoryStorage
+from steerable_agent_runtime.transport import create_app
+from tests.replay_server import ReplayServer
+
+from .openai_sse import text_reply, tool_reply
+from .served import Served, sse_frames
+from .test_streams import WEATHER
+
+
+def params(model: ReplayServer, chat: str = "c1", **extra) -> dict:
+    return {"chatId": chat, "messages": [{"role": "user", "content": "go"}],
+            "provider": {"kind": "openai_compat", "model": "m", "baseUrl": model.url + "/v1"}, **extra}
+
+
+def history(client: httpx.Client, chat: str) -> list[dict]:
+    response = client.post("/agent.history.get", json={"recordId": chat})
+    return list(sse_frames(iter(response.text.splitlines())))[0]["data"]["entries"]
+
+
+def test_a_slow_reader_gets_every_event_in_order():
+    pieces = [f"p{i} " for i in range(600)]
+    with ReplayServer([text_reply(pieces)]) as model, \
+            Served(create_app(InMemoryStorage(), queue_size=8)) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as client:
+        with client.stream("POST", "/agent.chat.stream", json=params(model)) as response:
+            assert response.status_code == 200
+            frames = []
+            for frame in sse_frames(response.iter_lines()):
+                frames.append(frame)
+                if len(frames) % 50 == 0:
+                    time.sleep(0.1)  # the producer must wait: 8 queued events at most
+        events = [f for f in frames if "event" in f]
+        assert events[0]["event"] == "result" and events[-1]["event"] == "stream.done"
+        assert events[-1]["data"]["status"] == "completed"
+        text = "".join(f["data"].get("delta", "") for f in events if f["event"] == "stream.chunk")
+        assert text == "".join(pieces)
+        assert history(client, "c1")[-1]["message"]["content"] == "".join(pieces)
+
+
+def test_keep_alive_comments_while_the_model_is_quiet():
+    with ReplayServer([text_reply(["a", "b", "c"], delay_s=0.6)]) as model, \
+            Served(create_app(InMemoryStorage(), keepalive_s=0.1)) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as client:
+        with client.stream("POST", "/agent.chat.stream", json=params(model)) as response:
+            frames = list(sse_frames(response.iter_lines()))
+    comments = [f for f in frames if "comment" in f]
+    assert len(comments) >= 3 and all(c["comment"] == "keep-alive" for c in comments)
+    assert "".join(f["data"].get("delta", "") for f in frames if f.get("event") == "stream.chunk") == "abc"
+
+
+def test_a_client_disconnect_cancels_its_stream():
+    pieces = [f"w{i} " for i in range(400)]
+    with ReplayServer([text_reply(pieces, delay_s=0.02), text_reply(["again"])]) as model, \
+            Served(create_app(InMemoryStorage())) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as client:
+        seen = 0
+        with client.stream("POST", "/agent.chat.stream", json=params(model)) as response:
+            for frame in sse_frames(response.iter_lines()):
+                if frame.get("event") == "stream.chunk":
+                    seen += 1
+                    if seen == 5:
+                        break  # leaving the block closes the connection
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            entries = history(client, "c1")
+            if entries and entries[-1]["message"]["role"] == "assistant":
+                break
+            time.sleep(0.1)
+        partial = entries[-1]["message"]["content"]
+        assert partial.startswith("w0 w1 w2 w3 w4") and len(partial) < len("".join(pieces))
+        # the chat is free again: a new stream on it is accepted and completes
+        for _ in range(50):  # the cancelled stream frees the chat right after its last write
+            with client.stream("POST", "/agent.chat.stream", json={**params(model), "messages": [], "resume": True}) as response:
+                again = list(sse_frames(response.iter_lines()))
+            if response.status_code != 409:
+                break
+            time.sleep(0.1)
+        assert again[-1]["event"] == "stream.done" and again[-1]["data"]["status"] == "completed"
+
+
+def test_host_tools_over_http_through_rpc_reply():
+    script = [tool_reply([("call_h", "get_weather", {"city": "Lisbon"})]), text_reply(["Sunny."])]
+    with ReplayServer(script) as model, Served(create_app(InMemoryStorage())) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as client:
+        invoked = []
+
+        def answer(rid: str) -> None:
+            with httpx.Client(base_url=served.url, timeout=20) as other:
+                other.post("/rpc.reply", json={"id": rid, "result": {"success": True, "data": {"forecast": "sunny"}}})
+
+        with client.stream("POST", "/agent.chat.stream", json=params(model, tools=WEATHER)) as response:
+            frames = []
+            for frame in sse_frames(response.iter_lines()):
+                frames.append(frame)
+                if frame.get("event") == "tool.invoke":
+                    invoked.append(frame)
+                    threading.Thread(target=answer, args=(frame["id"],)).start()
+        assert invoked[0]["data"] == {"name": "get_weather", "arguments": {"city": "Lisbon"}, "callId": "call_h", "chatId": "c1"}
+        assert frames[-1]["data"]["status"] == "completed"
+        assert "sunny" in model.requests[1].json()["messages"][-1]["content"]

@@ -1,0 +1,301 @@
+"""agent.chat.stream end to end: a real sidecar process, a real OpenAI-compatible replay server
+as the model, host tools answered over the reverse channel, crashes by real signals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from steerable_agent_runtime import SqliteStorage
+from tests.helpers import run
+from tests.replay_server import Reply, ReplayServer
+
+from .harness import ROOT, NoAnswer
+from .openai_sse import text_reply, tool_reply
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "the weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def stream_params(model: ReplayServer, chat: str = "c1", **extra) -> dict:
+    return {"chatId": chat, "messages": [{"role": "user", "content": "weather in Lisbon?"}], "tools": WEATHER,
+            "provider": {"kind": "openai_compat", "model": "m", "baseUrl": model.url + "/v1"}, **extra}
+
+
+def deltas(sc, stream_id: str) -> str:
+    return "".join(c.get("delta", "") for c in sc.notifications_of("stream.chunk", stream_id))
+
+
+def record(db) -> list[dict]:
+    store = SqliteStorage(db)
+    try:
+        return run(store.list_history("c1"))
+    finally:
+        run(store.close())
+
+
+def sent_messages(model: ReplayServer, index: int) -> list[dict]:
+    return model.requests[index].json()["messages"]
+
+
+def answer_weather(method: str, params: dict) -> dict:
+    assert method == "tool.invoke"
+    return {"success": True, "data": {"forecast": f"sunny in {params['arguments']['city']}"}}
+
+
+def test_two_round_chat_with_a_host_tool_then_resumed_by_a_second_sidecar(spawn, tmp_path):
+    db = str(tmp_path / "s.db")
+    script = [tool_reply([("call_1", "get_weather", {"city": "Lisbon"})]), text_reply(["It is ", "sunny."]),
+              text_reply(["You are ", "welcome."])]
+    with ReplayServer(script) as model:
+        sc = spawn("--storage-path", db, on_reverse=answer_weather)
+        sc.wait_ready()
+        sid = sc.call("agent.session.create", {"chatId": "c1"})["sessionId"]
+        stream_id = sc.call("agent.chat.stream", stream_params(model, sessionId=sid))["streamId"]
+        done = sc.wait_done(stream_id)
+        assert done["status"] == "completed", done
+        assert deltas(sc, stream_id) == "It is sunny."
+        chunks = sc.notifications_of("stream.chunk", stream_id)
+        assert [c["toolCall"]["name"] for c in chunks if "toolCall" in c] == ["get_weather"]
+        assert [c["toolResult"]["success"] for c in chunks if "toolResult" in c] == [True]
+        invoke = sc.reverse_requests[0]["params"]
+        assert invoke == {"name": "get_weather", "arguments": {"city": "Lisbon"}, "callId": "call_1", "chatId": "c1"}
+        tool_msg = sent_messages(model, 1)[-1]
+        assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == "call_1" and "sunny in Lisbon" in tool_msg["content"]
+        assert done["usage"]["promptTokens"] > 0 and done["traceId"]
+        trace = sc.call("trace.fetch", {"traceId": done["traceId"]})
+        assert trace["trace"]["sessionId"] == sid and trace["trace"]["outcome"] == "ok"
+        assert sorted(s["name"] for s in trace["spans"]) == ["get_weather", "llm.request", "llm.request"]
+        with ReplayServer([Reply.json(200, {})]) as collector:
+            exported = sc.call("trace.export", {"traceId": done["traceId"], "endpoint": collector.url})
+            sent = collector.requests[0]
+        assert exported["outcome"] == "success" and exported["spans"] == 4  # the agent.run root + 3
+        assert sent.path == "/v1/traces"
+        assert sent.json()["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] == done["traceId"]
+        with ReplayServer([Reply.json(400, {"message": "bad"})]) as refusing:
+            refused = sc.request("trace.export", {"traceId": done["traceId"], "endpoint": refusing.url})["error"]
+        assert refused["code"] == -32002 and refused["data"]["hint"]
+        sc.call("system.shutdown")
+        assert sc.exit_code() == 0
+
+        again = spawn("--storage-path", db)
+        again.wait_ready()
+        resumed = again.call("agent.chat.stream", {**stream_params(model), "resume": True,
+                                                   "messages": [{"role": "user", "content": "thanks"}]})["streamId"]
+        assert again.wait_done(resumed)["status"] == "completed"
+        assert deltas(again, resumed) == "You are welcome."
+        third = sent_messages(model, 2)
+        assert [m["role"] for m in third] == ["user", "assistant", "tool", "assistant", "user"]
+        assert third[1]["tool_calls"][0]["id"] == "call_1" and third[3]["content"] == "It is sunny."
+        again.close_stdin()
+        assert again.exit_code() == 0
+    roles = [e["message"]["role"] for e in record(db) if e["type"] == "item"]
+    assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+
+
+def test_cancel_while_a_host_tool_runs_leaves_a_result_for_every_call(spawn, tmp_path):
+    db = str(tmp_path / "s.db")
+    script = [tool_reply([("call_a", "get_weather", {"city": "Oslo"}), ("call_b", "get_weather", {"city": "Rome"})])]
+
+    def never(method, params):
+        raise NoAnswer
+
+    with ReplayServer(script) as model:
+        sc = spawn("--storage-path", db, on_reverse=never)
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", stream_params(model))["streamId"]
+        sc.wait(lambda: sc.reverse_requests, what="tool.invoke")
+        assert sc.call("agent.chat.cancel", {"streamId": stream_id}) == {"accepted": True}
+        done = sc.wait_done(stream_id)
+        assert done["status"] == "cancelled"
+        assert sc.call("agent.chat.cancel", {"streamId": stream_id})["accepted"] is False
+        sc.call("system.shutdown")
+        assert sc.exit_code() == 0
+    items = [e["message"] for e in record(db) if e["type"] == "item"]
+    calls = [c["id"] for m in items if m.get("toolCalls") for c in m["toolCalls"]]
+    results = [m["toolCallId"] for m in items if m["role"] == "tool"]
+    assert calls == ["call_a", "call_b"] and sorted(results) == ["call_a", "call_b"]
+
+
+def test_cancel_mid_text_keeps_the_partial_answer(spawn, tmp_path):
+    db = str(tmp_path / "s.db")
+    pieces = [f"w{i} " for i in range(200)]
+    with ReplayServer([text_reply(pieces, delay_s=0.02)]) as model:
+        sc = spawn("--storage-path", db)
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", stream_params(model))["streamId"]
+        sc.wait(lambda: len(sc.notifications_of("stream.chunk", stream_id)) >= 3, what="three chunks")
+        assert sc.call("agent.chat.cancel", {"streamId": stream_id})["accepted"] is True
+        assert sc.wait_done(stream_id)["status"] == "cancelled"
+        partial = deltas(sc, stream_id)
+        sc.close_stdin()
+        assert sc.exit_code() == 0
+    last = record(db)[-1]["message"]
+    assert last["role"] == "assistant" and last["content"] == partial
+    assert 0 < len(partial) < len("".join(pieces))
+
+
+def test_steer_enters_the_next_request(spawn, tmp_path):
+    steered = threading.Event()
+
+    def slow_tool(method, params):
+        assert steered.wait(20)
+        return answer_weather(method, params)
+
+    script = [tool_reply([("call_1", "get_weather", {"city": "Lisbon"})]), text_reply(["Porto too."])]
+    with ReplayServer(script) as model:
+        sc = spawn(on_reverse=slow_tool)
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", stream_params(model))["streamId"]
+        sc.wait(lambda: sc.reverse_requests, what="tool.invoke")
+        assert sc.call("agent.chat.steer", {"streamId": stream_id, "content": "also check Porto"})["accepted"]
+        steered.set()
+        assert sc.wait_done(stream_id)["status"] == "completed"
+        second = sent_messages(model, 1)
+        assert {"role": "user", "content": "also check Porto"} in second
+        notices = [c["notice"] for c in sc.notifications_of("stream.chunk", stream_id) if "notice" in c]
+        assert any(n["kind"] == "steer" for n in notices)
+        bad = sc.request("agent.chat.steer", {"streamId": stream_id, "content": 5})["error"]
+        assert bad["code"] == -32602 and bad["data"]["field"] == "content"
+
+
+def test_compact_writes_a_boundary_into_the_record(spawn, tmp_path):
+    db = str(tmp_path / "s.db")
+    compacted = threading.Event()
+
+    def slow_tool(method, params):
+        assert compacted.wait(20)
+        return answer_weather(method, params)
+
+    history = []
+    for i in range(10):
+        history += [{"role": "user", "content": f"question {i} " + "lorem ipsum " * 150},
+                    {"role": "assistant", "content": f"answer {i} " + "dolor sit " * 150}]
+    history.append({"role": "user", "content": "weather in Lisbon?"})
+    script = [tool_reply([("call_1", "get_weather", {"city": "Lisbon"})]), text_reply(["Done."])]
+    with ReplayServer(script) as model:
+        sc = spawn("--storage-path", db, on_reverse=slow_tool)
+        sc.wait_ready()
+        params = {**stream_params(model), "messages": history, "maxContextTokens": 200_000}
+        stream_id = sc.call("agent.chat.stream", params)["streamId"]
+        sc.wait(lambda: sc.reverse_requests, what="tool.invoke")
+        assert sc.call("agent.chat.compact", {"streamId": stream_id})["accepted"] is True
+        compacted.set()
+        assert sc.wait_done(stream_id)["status"] == "completed"
+        notices = [c["notice"] for c in sc.notifications_of("stream.chunk", stream_id) if "notice" in c]
+        assert any(n["kind"] == "hook_action" and n["action"] == "compact" for n in notices), notices
+        entries = sc.call("agent.history.get", {"recordId": "c1"})["entries"]
+        boundaries = [e for e in entries if e["type"] == "compaction_boundary"]
+        assert len(boundaries) == 1 and boundaries[0]["trigger"] == "manual"
+        assert boundaries[0]["postTokens"] < boundaries[0]["preTokens"]
+        assert len(sent_messages(model, 1)) < len(history) + 2
+
+
+def test_two_streams_on_one_chat_are_refused_and_different_chats_run_together(spawn):
+    pieces = [f"t{i} " for i in range(30)]
+    with ReplayServer([text_reply(pieces, delay_s=0.03)]) as model:
+        sc = spawn()
+        sc.wait_ready()
+        first = sc.call("agent.chat.stream", stream_params(model, chat="a"))["streamId"]
+        second = sc.call("agent.chat.stream", stream_params(model, chat="b"))["streamId"]
+        refused = sc.request("agent.chat.stream", stream_params(model, chat="a"))["error"]
+        assert refused["code"] == -32002 and refused["data"]["streamId"] == first and first in refused["message"]
+        sc.wait(lambda: sc.notifications_of("stream.chunk", first) and sc.notifications_of("stream.chunk", second),
+                what="both streams streaming")
+        assert not sc.notifications_of("stream.done")  # both were running at once
+        for stream_id in (first, second):
+            assert sc.wait_done(stream_id)["status"] == "completed"
+            assert deltas(sc, stream_id) == "".join(pieces)
+        again = sc.call("agent.chat.stream", stream_params(model, chat="a"))["streamId"]
+        assert sc.wait_done(again)["status"] == "completed"
+
+
+def test_provider_errors_are_stream_errors_with_the_kind(spawn):
+    with ReplayServer([Reply.json(401, {"error": {"message": "bad key"}})]) as model:
+        sc = spawn(env={"MY_KEY": "sk-secret-value"})
+        sc.wait_ready()
+        missing = sc.request("agent.chat.stream", {**stream_params(model), "provider": {
+            "kind": "openai_compat", "model": "m", "baseUrl": model.url + "/v1", "apiKeyEnv": "NOT_SET_ANYWHERE"}})["error"]
+        assert missing["code"] == -32602 and missing["data"]["field"] == "provider.apiKeyEnv"
+        stream_id = sc.call("agent.chat.stream", {**stream_params(model), "provider": {
+            "kind": "openai_compat", "model": "m", "baseUrl": model.url + "/v1", "apiKeyEnv": "MY_KEY"}})["streamId"]
+        done = sc.wait_done(stream_id)
+        assert done["status"] == "failed"
+        err = sc.notifications_of("stream.error", stream_id)[0]
+        assert err["code"] == -32005 and err["data"]["kind"] == "auth" and err["data"]["hint"]
+        assert model.requests[0].headers["authorization"] == "Bearer sk-secret-value"
+    assert not any(b"sk-secret-value" in line for line in sc.lines)
+    assert not any("sk-secret-value" in line for line in sc.stderr_lines)
+
+
+def test_sigterm_mid_stream_exits_0_releases_the_lease_and_check_is_clean(spawn, tmp_path):
+    db = str(tmp_path / "s.db")
+    with ReplayServer([text_reply([f"p{i} " for i in range(300)], delay_s=0.02)]) as model:
+        sc = spawn("--storage-path", db)
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", stream_params(model))["streamId"]
+        sc.wait(lambda: len(sc.notifications_of("stream.chunk", stream_id)) >= 3, what="three chunks")
+        sc.terminate()
+        assert sc.exit_code() == 0
+        assert sc.notifications_of("stream.done", stream_id)[0]["status"] == "cancelled"
+        partial = deltas(sc, stream_id)
+    store = SqliteStorage(db)  # the lease was released
+    last = run(store.list_history("c1"))[-1]["message"]
+    run(store.close())
+    assert last["role"] == "assistant" and last["content"] == partial
+    check = subprocess.run([sys.executable, "-m", "steerable_agent_runtime.maintenance", "check", db, "--json"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    report = json.loads(check.stdout)
+    assert report["integrity_ok"] is True and report["findings"] == [] and report["lease_held"] is False
+
+
+def test_sigkill_mid_tool_then_the_next_sidecar_resumes_with_no_dangling_call(spawn, tmp_path):
+    db = str(tmp_path / "s.db")
+
+    def never(method, params):
+        raise NoAnswer
+
+    script = [tool_reply([("call_k", "get_weather", {"city": "Kyiv"})]), text_reply(["Recovered."])]
+    with ReplayServer(script) as model:
+        sc = spawn("--storage-path", db, on_reverse=never)
+        sc.wait_ready()
+        sc.call("agent.chat.stream", stream_params(model))
+        sc.wait(lambda: sc.reverse_requests, what="tool.invoke")
+        sc.kill()
+        again = spawn("--storage-path", db)
+        again.wait_ready()
+        resumed = again.call("agent.chat.stream", {**stream_params(model), "resume": True, "messages": []})["streamId"]
+        assert again.wait_done(resumed)["status"] == "completed"
+        sent = sent_messages(model, 1)
+        assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+        assert sent[2]["tool_call_id"] == "call_k" and "interrupted" in sent[2]["content"]
+        again.close_stdin()
+        assert again.exit_code() == 0
+    items = [e["message"] for e in record(db) if e["type"] in ("item",)]
+    assert any(m["role"] == "tool" and m["toolCallId"] == "call_k" for m in items)
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_a_local_host_tool_asks_for_approval_over_the_reverse_channel(spawn, approved):
+    def host(method, params):
+        if method == "approval.request":
+            assert params == {"name": "get_weather", "mode": "local", "arguments": {"city": "Lisbon"}, "chatId": "c1"}
+            return {"approved": approved}
+        return answer_weather(method, params)
+
+    tools = [{**WEATHER[0], "mode": "local"}]
+    script = [tool_reply([("call_1", "get_weather", {"city": "Lisbon"})]), text_reply(["ok"])]
+    with ReplayServer(script) as model:
+        sc = spawn(on_reverse=host)
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", {**stream_params(model), "tools": tools})["streamId"]
+        assert sc.wait_done(stream_id)["status"] == "completed"
+        methods = [r["method"] for r in sc.reverse_requests]
+        assert methods == (["approval.request", "tool.invoke"] if approved else ["approval.request"])
+        assert "mode" not in model.requests[0].json()["tools"][0]
