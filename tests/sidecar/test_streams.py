@@ -299,3 +299,20 @@ def test_a_local_host_tool_asks_for_approval_over_the_reverse_channel(spawn, app
         methods = [r["method"] for r in sc.reverse_requests]
         assert methods == (["approval.request", "tool.invoke"] if approved else ["approval.request"])
         assert "mode" not in model.requests[0].json()["tools"][0]
+
+
+@pytest.mark.parametrize("cache_control", ["1", "0"])
+def test_cache_control_wraps_the_provider_unless_switched_off(spawn, cache_control):
+    stream_file = ROOT / "tests" / "llm" / "streams" / "anthropic" / "text.sse"
+    with ReplayServer([Reply.sse_file(stream_file)]) as model:
+        sc = spawn(env={"ANTHROPIC_TEST_KEY": "k-test", "STEERABLE_CACHE_CONTROL": cache_control})
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", {
+            "chatId": "c1", "tools": WEATHER,
+            "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+            "provider": {"kind": "anthropic", "model": "claude-x", "baseUrl": model.url,
+                         "apiKeyEnv": "ANTHROPIC_TEST_KEY"}})["streamId"]
+        assert sc.wait_done(stream_id)["status"] == "completed"
+        body = model.requests[0].body.decode()
+        assert model.requests[0].headers["x-api-key"] == "k-test"
+    assert ("cache_control" in body) is (cache_control == "1")
