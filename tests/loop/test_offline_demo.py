@@ -34,3 +34,16 @@ def test_readme_names_the_demo_and_the_real_model_lines():
     section = readme[readme.index("## The agent loop"):]
     assert "python examples/offline_demo.py" in section and "steerable-maint history demo.db demo-chat" in section
     assert "OpenAICompatProvider(" in section and "AnthropicProvider(" in section
+
+
+def test_loop_bench_runs_and_reports_both_figures(tmp_path):
+    """Smoke test of bench/loop_bench.py: it runs and reports numeric ratios (no timing asserted)."""
+    out = tmp_path / "loop.json"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), "--turns", "2", "--sqlite-turns", "1",
+                           "--rounds", "3", "--repeats", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    for key in ("memory", "memory_vs_appends", "sqlite"):
+        assert result[key]["ratio"] > 0 and result[key]["baseline_us_per_round"] > 0
+    assert "SqliteStorage vs bare + appends" in done.stdout

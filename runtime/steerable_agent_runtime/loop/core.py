@@ -231,11 +231,11 @@ class CoreLoop:
                     yield event
                 return
             t.ctx.round_index = t.round
-            rejected: list[LoopEvent] = []
-            async for event in self._pre_step(t, rejected):
+            events, rejected = await self._pre_step(t)
+            for event in events:
                 yield event
-            if rejected:
-                for event in await self._end(t, "failed", rejected[0].data["reason"]):
+            if rejected is not None:
+                for event in await self._end(t, "failed", rejected):
                     yield event
                 return
             await t.writer.flush(t.transcript)
@@ -263,29 +263,33 @@ class CoreLoop:
             return {"reason": "budget_tokens", "rounds": t.round, "totalTokens": total}
         return None
 
-    async def _pre_step(self, t: _Turn, rejected: list[LoopEvent]) -> AsyncIterator[LoopEvent]:
+    async def _pre_step(self, t: _Turn) -> tuple[list[LoopEvent], str | None]:
+        """hooks.pre_step, then a requested compaction; the events, and the reason of a reject."""
         action = await self.hooks.pre_step(list(t.transcript), t.ctx)
         name = _hook_name(self.hooks)
+        events: list[LoopEvent] = []
         if action is not None and action.action == "reject":
-            event = LoopEvent("hook_action", {"hook": name, "action": "reject", "reason": action.reason,
-                                              "preTokens": None, "postTokens": None})
-            rejected.append(event)
-            yield event
-            return
+            reason = action.reason or "rejected by a pre_step hook"
+            events.append(LoopEvent("hook_action", {"hook": name, "action": "reject", "reason": action.reason,
+                                                    "preTokens": None, "postTokens": None}))
+            return events, reason
         if action is not None and action.rewrite is not None:
-            yield await self._rewrite(t, action.rewrite, "rewrite")
+            events.append(await self._rewrite(t, action.rewrite, "rewrite"))
         if action is not None and action.appends:
             t.transcript.extend(action.appends)
-            yield LoopEvent("hook_action", {"hook": name, "action": "append", "reason": action.reason,
-                                            "preTokens": None, "postTokens": None, "count": len(action.appends)})
+            events.append(LoopEvent("hook_action", {"hook": name, "action": "append", "reason": action.reason,
+                                                    "preTokens": None, "postTokens": None,
+                                                    "count": len(action.appends)}))
         if self._compact:
             self._compact = False
             request = await self.hooks.compact_now(list(t.transcript), t.ctx)
             if request is not None:
-                yield await self._rewrite(t, request, "compact")
+                events.append(await self._rewrite(t, request, "compact"))
             else:
-                yield LoopEvent("hook_action", {"hook": name, "action": "compact_noop",
-                                                "reason": "nothing to compact", "preTokens": None, "postTokens": None})
+                events.append(LoopEvent("hook_action", {"hook": name, "action": "compact_noop",
+                                                        "reason": "nothing to compact", "preTokens": None,
+                                                        "postTokens": None}))
+        return events, None
 
     async def _rewrite(self, t: _Turn, request: RewriteRequest, action: str) -> LoopEvent:
         """Replace the transcript (one compaction_boundary in the record) and describe it."""

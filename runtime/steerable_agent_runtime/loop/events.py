@@ -32,9 +32,12 @@ EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
 CompletionStatus = Literal["completed", "failed", "budget_exhausted", "cancelled"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LoopEvent:
-    """One event of a turn: ``kind`` (one of EVENT_KINDS) and its JSON-ready ``data``."""
+    """One event of a turn: ``kind`` (one of EVENT_KINDS) and its JSON-ready ``data``.
+
+    Treat it as read-only (not frozen only because a frozen dataclass costs twice as much to make,
+    and a turn makes several per round)."""
 
     kind: EventKind
     data: dict[str, Any] = field(default_factory=dict)

@@ -59,7 +59,8 @@ class Attempt:
                 closer = getattr(stream, "aclose", None) if stream is not None else None
                 if closer is not None:
                     await closer()
-            span.set_attrs(self._span_attrs())
+            if span.span_id is not None:
+                span.set_attrs(self._span_attrs())
         yield LoopEvent("llm_response", self._response_data())
 
     def _take(self, chunk: Any) -> list[LoopEvent]:

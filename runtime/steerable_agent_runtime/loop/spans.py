@@ -1,16 +1,25 @@
-"""Tracing glue: the loop's spans through a TraceRecorder run, or no-ops when there is none."""
+"""Tracing glue: the loop's spans through a TraceRecorder run, or no-ops when there is none.
+
+The no-op handles are plain classes (no generator-based context managers): a loop without a
+recorder pays two attribute lookups per span, not a context-manager frame.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Self
 
 
 class NullSpan:
-    """A span handle that records nothing (no recorder, or an unsampled run)."""
+    """A span handle that records nothing (no recorder); also its own async context manager."""
 
     span_id = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
     def set_attrs(self, attrs: Mapping[str, Any]) -> None:
         """Ignore the attrs."""
@@ -18,29 +27,34 @@ class NullSpan:
     async def event(self, name: str, attrs: Mapping[str, Any] | None = None) -> None:
         """Ignore the event."""
 
-    @asynccontextmanager
-    async def approval(self, attrs: Mapping[str, Any] | None = None) -> AsyncIterator[NullSpan]:
-        yield self
+    def approval(self, attrs: Mapping[str, Any] | None = None) -> NullSpan:
+        return self
+
+
+_NULL_SPAN = NullSpan()
 
 
 class NullRun:
-    """A run handle that records nothing; the same methods as tracing.RunHandle uses here."""
+    """A run handle that records nothing; the methods of tracing.RunHandle the loop uses."""
 
     trace_id = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
     def set_outcome(self, outcome: str) -> None:
         """Ignore the outcome."""
 
-    @asynccontextmanager
-    async def llm_request(self, attrs: Mapping[str, Any] | None = None, *, attempt: int = 1) -> AsyncIterator[NullSpan]:
-        yield NullSpan()
+    def llm_request(self, attrs: Mapping[str, Any] | None = None, *, attempt: int = 1) -> NullSpan:
+        return _NULL_SPAN
 
-    @asynccontextmanager
-    async def tool(self, name: str, attrs: Mapping[str, Any] | None = None) -> AsyncIterator[NullSpan]:
-        yield NullSpan()
+    def tool(self, name: str, attrs: Mapping[str, Any] | None = None) -> NullSpan:
+        return _NULL_SPAN
 
 
-@asynccontextmanager
-async def null_run() -> AsyncIterator[NullRun]:
-    """The no-recorder stand-in for ``TraceRecorder.run``."""
-    yield NullRun()
+def null_run() -> NullRun:
+    """The no-recorder stand-in for ``TraceRecorder.run(session)``."""
+    return NullRun()

@@ -137,11 +137,13 @@ class ToolBatch:
     async def _timed(self, call: ToolCall, ctx: LoopContext, run: Any) -> tuple[ToolResult, float, bool]:
         started = time.perf_counter()
         mode = self.mode(call)
-        async with run.tool(call.name, {"tool.call_id": call.id, "tool.mode": mode or "host"}) as span:
+        attrs = {"tool.call_id": call.id, "tool.mode": mode or "host"} if run.trace_id is not None else None
+        async with run.tool(call.name, attrs) as span:
             result, denied = await self._consent_and_execute(call, mode, ctx, span)
             replaced = await self.hooks.post_tool_result(result, call, ctx)
             result = replaced or result
-            span.set_attrs({"tool.success": result.success, **({"tool.error": result.error} if result.error else {})})
+            if span.span_id is not None:
+                span.set_attrs({"tool.success": result.success, **({"tool.error": result.error} if result.error else {})})
         return result, (time.perf_counter() - started) * 1000.0, denied
 
     async def _consent_and_execute(self, call: ToolCall, mode: str | None, ctx: LoopContext,
