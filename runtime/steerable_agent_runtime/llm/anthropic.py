@@ -21,9 +21,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import LLMMessage
 from .anthropic_stream import PROVIDER, AnthropicStreamParser
 from .anthropic_wire import build_body
 from .classify import classify_error_body, stream_cut_error
@@ -31,6 +30,9 @@ from .errors import ProviderConfigError
 from .http import ClientCache, require_model, stream_sse, validate_base_url
 from .stream_json import decode_event
 from .types import CompleteMixin, LLMStreamChunk
+
+if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
+    from ..models import LLMMessage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"

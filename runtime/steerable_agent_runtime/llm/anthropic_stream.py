@@ -24,11 +24,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import ToolCall
 from .errors import LLMError
 from .types import FinishReason, LLMStreamChunk, LLMUsage
+
+if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
+    from ..models import ToolCall  # pydantic: on first use, not at import
 
 PROVIDER = "anthropic"
 
@@ -114,6 +116,8 @@ class AnthropicStreamParser:
         block = self._tools.pop(index, None)
         if block is None:
             return []
+        from ..models import ToolCall  # pydantic: on first use, not at import
+
         self._calls[index] = ToolCall(id=block.id, name=block.name, arguments=_arguments(block))
         return []
 

@@ -21,12 +21,14 @@ for a tool that is not in OpenAI function form); nothing is sent.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import LLMMessage
 from .parts import Part, TextPart, parse_parts, text_of
 from .tooldefs import function_tools
 from .transcript import assistant_tool_calls, tool_choice_mode
+
+if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
+    from ..models import LLMMessage
 
 PROVIDER = "anthropic"
 

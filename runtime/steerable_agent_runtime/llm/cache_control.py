@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
-from ..models import LLMMessage
 from .errors import ProviderConfigError
 from .types import CacheRetention, CompleteMixin, LLMProvider, LLMStreamChunk
+
+if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
+    from ..models import LLMMessage
 
 MAX_BREAKPOINTS = 4
 _OFF = frozenset({"0", "false", "off", "no"})

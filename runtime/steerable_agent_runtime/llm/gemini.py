@@ -21,10 +21,9 @@ import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..models import LLMMessage
 from .classify import classify_error_body, stream_cut_error
 from .errors import LLMError
 from .gemini_stream import PROVIDER, GeminiStreamParser
@@ -32,6 +31,9 @@ from .gemini_wire import build_body
 from .http import ClientCache, require_model, stream_sse, validate_base_url
 from .stream_json import decode_event
 from .types import CompleteMixin, LLMStreamChunk
+
+if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
+    from ..models import LLMMessage
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 MAX_SIGNATURES = 4096

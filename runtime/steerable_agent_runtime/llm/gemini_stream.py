@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import ToolCall
 from .errors import LLMError
 from .types import FinishReason, LLMStreamChunk, LLMUsage
+
+if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
+    from ..models import ToolCall  # pydantic: on first use, not at import
 
 PROVIDER = "gemini"
 
@@ -74,6 +76,8 @@ class GeminiStreamParser:
             if isinstance(part.get("thoughtSignature"), str):
                 self.signatures[call_id] = part["thoughtSignature"]
             args = call.get("args") if isinstance(call.get("args"), dict) else {}
+            from ..models import ToolCall  # pydantic: on first use, not at import
+
             self._calls.append(ToolCall(id=call_id, name=str(call.get("name", "")), arguments=args))
             return []
         text = part.get("text")

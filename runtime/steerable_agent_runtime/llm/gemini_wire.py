@@ -22,13 +22,15 @@ call is unknown (ToolDefinitionError for a tool not in OpenAI function form); no
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import LLMMessage
 from .errors import ProviderConfigError
 from .parts import Part, TextPart, parse_parts, text_of
 from .tooldefs import function_tools
 from .transcript import assistant_tool_calls, tool_call_names, tool_choice_mode
+
+if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
+    from ..models import LLMMessage
 
 PROVIDER = "gemini"
 

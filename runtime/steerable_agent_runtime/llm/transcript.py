@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import LLMMessage, ToolCall
 from .errors import ProviderConfigError
+
+if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
+    from ..models import LLMMessage, ToolCall
 
 _CALL_HINT = "give tool calls as {'id', 'name', 'arguments': {...}} (ToolCall.to_wire())"
 _CHOICE_HINT = "use 'auto', 'required', 'none' or {'type': 'function', 'function': {'name': ...}}"
@@ -37,6 +39,8 @@ def _tool_call(call: Any, provider: str) -> ToolCall:
     if not isinstance(call.get("id"), str) or not isinstance(name, str) or not isinstance(arguments, dict):
         raise ProviderConfigError(f"{provider}: assistant tool call {call.get('id')!r} needs a string id, a name "
                                   "and object arguments", provider=provider, hint=_CALL_HINT)
+    from ..models import ToolCall  # pydantic: on first use, not at import
+
     return ToolCall(id=call["id"], name=name, arguments=arguments)
 
 
