@@ -230,6 +230,15 @@ def test_thinking_budget_asks_for_thoughts():
     assert body["generationConfig"] == {"thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": True}}
 
 
+def test_remote_images_are_file_data_with_a_mime_type_when_the_extension_names_one():
+    content = [{"type": "image_url", "image_url": {"url": "https://example.com/a/cat.jpeg?size=2"}},
+               {"type": "image_url", "image_url": {"url": "https://example.com/render"}}]
+    body = GoogleGenAIProvider("gemini-2.5-flash", "k").build_body([LLMMessage(role="user", content=content)])
+    assert body["contents"][0]["parts"] == [
+        {"fileData": {"mimeType": "image/jpeg", "fileUri": "https://example.com/a/cat.jpeg?size=2"}},
+        {"fileData": {"fileUri": "https://example.com/render"}}]
+
+
 def test_models_prefix_is_accepted():
     gemini = GoogleGenAIProvider("models/gemini-2.5-pro", "k", base_url="http://127.0.0.1:9")
     assert gemini.url == "http://127.0.0.1:9/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"

@@ -114,7 +114,10 @@ def _part(part: Part) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"text": part.text}
     if part.url is not None:
-        return {"fileData": {"fileUri": part.url}}
+        import mimetypes  # only for remote images
+
+        mime = mimetypes.guess_type(part.url.split("?", 1)[0])[0]
+        return {"fileData": {"mimeType": mime, "fileUri": part.url} if mime else {"fileUri": part.url}}
     return {"inlineData": {"mimeType": part.mime_type, "data": part.data}}
 
 
