@@ -130,3 +130,14 @@ def test_anthropic_server_tool_use_blocks_are_not_calls_for_the_host():
     ]
     out = [c for event in feed for c in parser.feed(event)]
     assert [c.tool_call for c in out if c.tool_call] == [] and out[-1].finish_reason == "stop"
+
+
+def test_anthropic_gemini_and_cache_control_import_without_pydantic_or_storage():
+    from tests.llm.test_import_cost import loaded_after
+
+    mods = loaded_after("import steerable_agent_runtime.llm.anthropic, steerable_agent_runtime.llm.gemini, "
+                        "steerable_agent_runtime.llm.cache_control")
+    assert {"steerable_agent_runtime.llm.anthropic", "steerable_agent_runtime.llm.gemini", "httpx"} <= mods
+    heavy = {"pydantic", "steerable_agent_runtime.models", "steerable_agent_runtime.storage",
+             "steerable_agent_runtime.history", "sqlite3", "asyncio"}
+    assert not heavy & mods, heavy & mods
