@@ -309,3 +309,13 @@ def test_a_call_completed_before_the_cut_is_not_emitted_either():
             run(go())
     assert info.value.kind == "transport"
     assert [c for c in seen if c.tool_call or c.finish_reason] == []
+
+
+def test_extra_headers_are_sent_and_cannot_replace_the_key_or_version():
+    with ReplayServer([case("anthropic", "text")]) as server:
+        claude = provider(server, extra_headers={"anthropic-beta": "extended-cache-ttl-2025-04-11",
+                                                 "anthropic-version": "1999-01-01"})
+        run(drain(claude.stream([LLMMessage(role="user", content="hi")])))
+    sent = server.requests[0].headers
+    assert sent["anthropic-beta"] == "extended-cache-ttl-2025-04-11"
+    assert (sent["anthropic-version"], sent["x-api-key"]) == ("2023-06-01", ANTHROPIC_KEY)

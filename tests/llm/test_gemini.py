@@ -242,3 +242,11 @@ def test_remote_images_are_file_data_with_a_mime_type_when_the_extension_names_o
 def test_models_prefix_is_accepted():
     gemini = GoogleGenAIProvider("models/gemini-2.5-pro", "k", base_url="http://127.0.0.1:9")
     assert gemini.url == "http://127.0.0.1:9/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+
+
+def test_extra_headers_are_sent():
+    with ReplayServer([case("gemini", "text")]) as server:
+        run(drain(provider(server, extra_headers={"x-goog-user-project": "p1"}).stream(
+            [LLMMessage(role="user", content="hi")])))
+    assert server.requests[0].headers["x-goog-user-project"] == "p1"
+    assert server.requests[0].headers["x-goog-api-key"] == GEMINI_KEY

@@ -62,6 +62,7 @@ class AnthropicProvider(CompleteMixin):
         api_version: str = API_VERSION,
         timeout: Any = None,
         client: Any = None,
+        extra_headers: dict[str, str] | None = None,
     ) -> None:
         self.model = require_model(model, provider=PROVIDER)
         self.base_url = validate_base_url(base_url, provider=PROVIDER)
@@ -72,6 +73,7 @@ class AnthropicProvider(CompleteMixin):
         self.api_version = api_version
         self._api_key = api_key or None
         self._clients = ClientCache(client, timeout)
+        self._extra_headers = dict(extra_headers or {})
         self._thinking: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
 
     def __repr__(self) -> str:
@@ -83,7 +85,7 @@ class AnthropicProvider(CompleteMixin):
 
     def headers(self) -> dict[str, str]:
         """The request headers (with the key: never log them unredacted)."""
-        out = {"anthropic-version": self.api_version}
+        out = {**self._extra_headers, "anthropic-version": self.api_version}
         if self._api_key:
             out["x-api-key"] = self._api_key
         return out

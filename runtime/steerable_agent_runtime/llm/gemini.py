@@ -60,6 +60,7 @@ class GoogleGenAIProvider(CompleteMixin):
         api_version: str = "v1beta",
         timeout: Any = None,
         client: Any = None,
+        extra_headers: dict[str, str] | None = None,
     ) -> None:
         model = require_model(model, provider=PROVIDER)
         self.model = model.removeprefix("models/")
@@ -67,6 +68,7 @@ class GoogleGenAIProvider(CompleteMixin):
         self.api_version = api_version
         self._api_key = api_key or None
         self._clients = ClientCache(client, timeout)
+        self._extra_headers = dict(extra_headers or {})
         self._signatures: OrderedDict[str, str] = OrderedDict()
 
     def __repr__(self) -> str:
@@ -79,7 +81,10 @@ class GoogleGenAIProvider(CompleteMixin):
 
     def headers(self) -> dict[str, str]:
         """The request headers (with the key: never log them unredacted)."""
-        return {"x-goog-api-key": self._api_key} if self._api_key else {}
+        out = dict(self._extra_headers)
+        if self._api_key:
+            out["x-goog-api-key"] = self._api_key
+        return out
 
     def build_body(
         self,
