@@ -248,6 +248,7 @@ def test_several_system_messages_join_and_openai_form_tool_calls_are_accepted():
                 LLMMessage(role="assistant", tool_calls=[{"id": "c1", "type": "function",
                                                           "function": {"name": "f", "arguments": "{\"x\": 1}"}}]),
                 LLMMessage(role="tool", tool_call_id="c1", content=[{"type": "text", "text": "done"}]),
+                LLMMessage(role="tool", tool_call_id="c2", content=""),
                 LLMMessage(role="assistant", content="")]
     body = AnthropicProvider("m", "k").build_body(messages, tool_choice={"type": "function", "function": {"name": "f"}})
     assert body["system"] == "A.\n\nB."
@@ -255,7 +256,8 @@ def test_several_system_messages_join_and_openai_form_tool_calls_are_accepted():
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f", "input": {"x": 1}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1",
-                                      "content": [{"type": "text", "text": "done"}]}]},
+                                      "content": [{"type": "text", "text": "done"}]},
+                                     {"type": "tool_result", "tool_use_id": "c2"}]},
     ]
     assert body["tool_choice"] == {"type": "tool", "name": "f"}
 

@@ -85,12 +85,15 @@ def wire_messages(messages: Sequence[LLMMessage],
 def _turn(message: LLMMessage, thinking: Mapping[str, list[dict[str, Any]]]) -> tuple[str, Any]:
     if message.role == "tool":
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
-        result["content"] = _user_content(message) or ""
+        content = _user_content(message)
+        if content:  # an empty result is sent without content (empty text is refused)
+            result["content"] = content
         return "user", [result]
     if message.role == "assistant":
         calls = assistant_tool_calls(message, provider=PROVIDER)
         blocks = [dict(b) for b in thinking.get(calls[0].id, ())] if calls else []
-        blocks += [b for b in map(_block, parse_parts(message.content, provider=PROVIDER)) if b.get("type") != "text" or b["text"]]
+        parts = map(_block, parse_parts(message.content, provider=PROVIDER))
+        blocks += [b for b in parts if b.get("type") != "text" or b["text"]]
         blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in calls]
         return "assistant", blocks or None
     content = _user_content(message)
