@@ -173,3 +173,12 @@ def test_bad_retention_is_refused():
     with pytest.raises(SteerableError) as info:
         CacheControlProvider(AnthropicProvider("m", "k"), retention="forever")
     assert "retention" in str(info.value) and info.value.hint
+
+
+def test_bad_per_call_retention_is_refused_before_anything_is_sent():
+    with ReplayServer([case("anthropic", "text")]) as server:
+        wrapped = CacheControlProvider(AnthropicProvider("claude-sonnet-4-6", ANTHROPIC_KEY, base_url=server.url))
+        with pytest.raises(SteerableError) as info:
+            run(drain(wrapped.stream([LLMMessage(role="user", content="hi")], cache_retention="1h")))
+        assert server.requests == []
+    assert "cache_retention" in str(info.value)

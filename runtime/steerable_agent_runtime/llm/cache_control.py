@@ -38,7 +38,8 @@ _OFF = frozenset({"0", "false", "off", "no"})
 class CacheControlProvider(CompleteMixin):
     """A provider that adds prompt-cache breakpoints to its inner provider's requests.
 
-    Raises ProviderConfigError for a retention other than short | long | none.
+    Raises ProviderConfigError for a retention other than short | long | none (at
+    construction, or from ``stream`` for a call's ``cache_retention``, before anything is sent).
     """
 
     def __init__(self, inner: LLMProvider, retention: CacheRetention = "short") -> None:
@@ -75,12 +76,13 @@ class CacheControlProvider(CompleteMixin):
 
     def marker(self, call_retention: str | None = None) -> dict[str, str] | None:
         """The cache_control marker this request gets, or None when it gets no breakpoints."""
-        if not getattr(self.inner, "cache_breakpoints", False):
+        retention = call_retention or self.retention
+        if retention not in get_args(CacheRetention):
+            raise ProviderConfigError(f"cache_retention must be short, long or none (got {retention!r})",
+                                      hint="pass cache_retention='none' to skip the breakpoints for one call")
+        if retention == "none" or not getattr(self.inner, "cache_breakpoints", False):
             return None
         if os.environ.get("STEERABLE_CACHE_CONTROL", "").strip().lower() in _OFF:
-            return None
-        retention = call_retention or self.retention
-        if retention == "none":
             return None
         if retention == "long" or os.environ.get("STEERABLE_PROMPT_CACHE_TTL", "").strip().lower() == "1h":
             return {"type": "ephemeral", "ttl": "1h"}
