@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from itertools import pairwise
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from steerable_agent_runtime.llm import LLMError, LLMProvider
 from steerable_agent_runtime.llm.anthropic_stream import AnthropicStreamParser
+from steerable_agent_runtime.llm.classify import classify_error_body
 from steerable_agent_runtime.llm.gemini_stream import GeminiStreamParser
 
 JSON_VALUES = st.recursive(
@@ -141,3 +143,20 @@ def test_anthropic_gemini_and_cache_control_import_without_pydantic_or_storage()
     heavy = {"pydantic", "steerable_agent_runtime.models", "steerable_agent_runtime.storage",
              "steerable_agent_runtime.history", "sqlite3", "asyncio"}
     assert not heavy & mods, heavy & mods
+
+
+@pytest.mark.parametrize(("error_type", "message", "kind"), [
+    ("overloaded_error", "Overloaded", "server"),
+    ("api_error", "Internal server error", "server"),
+    ("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit", "rate_limit"),
+    ("authentication_error", "invalid x-api-key", "auth"),
+    ("permission_error", "Your API key does not have permission to use the specified resource.", "auth"),
+    ("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum", "context_overflow"),
+    ("invalid_request_error", "messages: roles must alternate", "invalid_request"),
+    ("not_found_error", "model: claude-nope", "invalid_request"),
+])
+def test_anthropic_error_event_types_map_to_kinds_through_classify(error_type, message, kind):
+    parser = AnthropicStreamParser(lambda data: classify_error_body(data, provider="anthropic"))
+    with pytest.raises(LLMError) as info:
+        parser.feed({"type": "error", "error": {"type": error_type, "message": message}})
+    assert info.value.kind == kind and message in str(info.value)
