@@ -250,3 +250,10 @@ def test_extra_headers_are_sent():
             [LLMMessage(role="user", content="hi")])))
     assert server.requests[0].headers["x-goog-user-project"] == "p1"
     assert server.requests[0].headers["x-goog-api-key"] == GEMINI_KEY
+
+
+def test_empty_text_is_not_sent_as_a_part_and_an_empty_turn_is_left_out():
+    messages = [LLMMessage(role="user", content="hi"), LLMMessage(role="assistant", content=""),
+                LLMMessage(role="user", content=[{"type": "text", "text": ""}, {"type": "text", "text": "again"}])]
+    body = GoogleGenAIProvider("gemini-2.5-flash", "k").build_body(messages)
+    assert body["contents"] == [{"role": "user", "parts": [{"text": "hi"}, {"text": "again"}]}]

@@ -91,7 +91,7 @@ def wire_contents(messages: Sequence[LLMMessage], signatures: Mapping[str, str])
 def _parts(message: LLMMessage, names: Mapping[str, str], signatures: Mapping[str, str]) -> list[dict[str, Any]]:
     if message.role == "tool":
         return [{"functionResponse": {"name": _result_name(message, names), "response": {"result": text_of(message.content, provider=PROVIDER)}}}]
-    parts = [_part(p) for p in parse_parts(message.content, provider=PROVIDER)]
+    parts = [_part(p) for p in parse_parts(message.content, provider=PROVIDER) if not isinstance(p, TextPart) or p.text]
     for call in assistant_tool_calls(message, provider=PROVIDER) if message.role == "assistant" else ():
         part: dict[str, Any] = {"functionCall": {"name": call.name, "args": call.arguments}}
         if call.id in signatures:
