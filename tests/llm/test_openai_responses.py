@@ -161,3 +161,28 @@ def test_keyless_local_server_gets_no_authorization_header():
     with ReplayServer([reply(DIR, "text")]) as server:
         run(collect_stream(OpenAIResponsesProvider(MODEL, None, base_url=server.url + "/v1")))
         assert "authorization" not in server.requests[0].headers
+
+
+def test_tool_choice_is_converted_per_wire_and_a_bad_one_refused():
+    from steerable_agent_runtime.llm import OpenAICompatProvider
+
+    named = {"type": "function", "function": {"name": "read_file"}}
+    responses = OpenAIResponsesProvider(MODEL, KEY, base_url="http://127.0.0.1:1/v1")
+    chat = OpenAICompatProvider(MODEL, base_url="http://127.0.0.1:1/v1")
+    assert responses.build_body([], tools=TOOLS, tool_choice=named)["tool_choice"] == {"type": "function",
+                                                                                        "name": "read_file"}
+    assert chat.build_body([], tools=TOOLS, tool_choice=named)["tool_choice"] == named
+    assert chat.build_body([], tools=TOOLS, tool_choice="required")["tool_choice"] == "required"
+    for provider in (responses, chat):
+        with pytest.raises(ProviderConfigError, match="tool_choice"):
+            provider.build_body([], tools=TOOLS, tool_choice="sometimes")
+
+
+def test_assistant_calls_in_openai_form_are_read_too():
+    from steerable_agent_runtime.models import LLMMessage
+
+    message = LLMMessage(role="assistant", content=None, tool_calls=[
+        {"id": "call_9", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}}])
+    body = OpenAIResponsesProvider(MODEL, KEY, base_url="http://127.0.0.1:1/v1").build_body([message])
+    assert body["input"] == [{"type": "function_call", "call_id": "call_9", "name": "read_file",
+                              "arguments": '{"path": "a"}'}]

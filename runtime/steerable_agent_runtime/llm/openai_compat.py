@@ -77,7 +77,7 @@ class OpenAICompatProvider(CompleteMixin):
         if defs:
             body["tools"] = [{"type": "function", "function": d} for d in defs]
             if options.get("tool_choice") is not None:
-                body["tool_choice"] = options["tool_choice"]
+                body["tool_choice"] = wire_tool_choice(options["tool_choice"], self.name, nested=True)
         if temperature is not None:
             body["temperature"] = temperature
         if options.get("max_tokens") is not None:
@@ -197,6 +197,19 @@ def parse_arguments(text: str, name: str, provider: str) -> dict[str, Any]:
     return value
 
 
+def wire_tool_choice(choice: Any, provider: str, *, nested: bool) -> Any:
+    """An OpenAI-form tool_choice for the wire: chat/completions nests the name, Responses does not.
+
+    Raises ProviderConfigError for a choice that is not auto | required | none | a named function.
+    """
+    from .transcript import tool_choice_mode
+
+    mode, name = tool_choice_mode(choice, provider=provider)
+    if name is None:
+        return mode
+    return {"type": "function", "function": {"name": name}} if nested else {"type": "function", "name": name}
+
+
 def parse_usage(usage: dict[str, Any] | None) -> LLMUsage | None:
     """chat/completions usage as LLMUsage (prompt_tokens already includes the cached ones)."""
     if not usage:
@@ -219,10 +232,12 @@ def to_wire_message(message: LLMMessage, provider: str) -> dict[str, Any]:
     if role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": text_of(message.content, provider=provider) or None}
         if message.tool_calls:
-            out["tool_calls"] = [{"id": c["id"], "type": "function",
-                                  "function": {"name": c["name"],
-                                               "arguments": json.dumps(c.get("arguments") or {}, ensure_ascii=False)}}
-                                 for c in message.tool_calls]
+            # transcript reads ToolCall dicts and OpenAI's own form (and loads pydantic: not at import)
+            from .transcript import assistant_tool_calls
+
+            out["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                                 for c in assistant_tool_calls(message, provider=provider)]
         return out
     out = {"role": role, "content": _content(message.content, provider)}
     if message.name:

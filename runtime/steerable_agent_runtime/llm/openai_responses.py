@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .classify import classify_error_body, malformed_data_error, stream_cut_error
 from .errors import ProviderConfigError
 from .http import ClientCache, require_model, stream_sse, validate_base_url
-from .openai_compat import parse_arguments
+from .openai_compat import parse_arguments, wire_tool_choice
 from .parts import ImagePart, parse_parts, text_of
 from .tooldefs import function_tools
 from .types import CompleteMixin, FinishReason, LLMStreamChunk, LLMUsage
@@ -82,7 +82,7 @@ class OpenAIResponsesProvider(CompleteMixin):
         if defs:
             body["tools"] = [{"type": "function", **d} for d in defs]
             if options.get("tool_choice") is not None:
-                body["tool_choice"] = options["tool_choice"]
+                body["tool_choice"] = wire_tool_choice(options["tool_choice"], self.name, nested=False)
         if temperature is not None:
             body["temperature"] = temperature
         if options.get("max_tokens") is not None:
@@ -212,9 +212,13 @@ def to_input_items(message: LLMMessage, provider: str) -> list[dict[str, Any]]:
         text = text_of(message.content, provider=provider)
         if text:
             items.append({"role": "assistant", "content": text})
-        for call in message.tool_calls or ():
-            items.append({"type": "function_call", "call_id": call["id"], "name": call["name"],
-                          "arguments": json.dumps(call.get("arguments") or {}, ensure_ascii=False)})
+        if message.tool_calls:
+            # transcript reads ToolCall dicts and OpenAI's own form (and loads pydantic: not at import)
+            from .transcript import assistant_tool_calls
+
+            for call in assistant_tool_calls(message, provider=provider):
+                items.append({"type": "function_call", "call_id": call.id, "name": call.name,
+                              "arguments": json.dumps(call.arguments, ensure_ascii=False)})
         return items
     content = message.content
     if content is None or isinstance(content, str):
