@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.replay_server import Reply, ReplayServer  # noqa: E402
-from tests.sidecar.openai_sse import text_chunks  # noqa: E402
+from tests.replay_server import ReplayServer, Reply
+from tests.sidecar.openai_sse import text_chunks
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 WRITER = ("import os, sys\n"

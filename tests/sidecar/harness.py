@@ -84,7 +84,7 @@ class Sidecar:
             reply = {"jsonrpc": "2.0", "id": msg["id"], "result": self.on_reverse(msg["method"], msg["params"])}
         except NoAnswer:
             return
-        except Exception as exc:  # the host's tool failed: an error answer
+        except Exception as exc:  # noqa: BLE001 - the host's tool failed: an error answer
             reply = {"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32000, "message": str(exc)}}
         self.send(reply)
 

@@ -18,7 +18,7 @@ class Served:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def __enter__(self) -> "Served":
+    def __enter__(self) -> Served:
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
@@ -47,7 +47,7 @@ def sse_frames(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
             yield {"comment": line[1:].strip()}
             continue
         key, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
+        value = value.removeprefix(" ")
         frame[key] = json.loads(value) if key == "data" else value
     if frame:
         yield frame

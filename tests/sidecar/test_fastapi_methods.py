@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import httpx
-
 from steerable_agent_runtime import InMemoryStorage
 from steerable_agent_runtime.transport import create_app
 

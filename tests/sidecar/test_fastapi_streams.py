@@ -7,9 +7,9 @@ import threading
 import time
 
 import httpx
-
 from steerable_agent_runtime import InMemoryStorage
 from steerable_agent_runtime.transport import create_app
+
 from tests.replay_server import ReplayServer
 
 from .openai_sse import text_reply, tool_reply

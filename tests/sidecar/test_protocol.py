@@ -177,6 +177,7 @@ def _plant_newer_entry(db) -> None:
 
     from steerable_agent_runtime import SqliteStorage
     from steerable_agent_runtime.storage.schema import row_checksum
+
     from tests.helpers import item, run
 
     store = SqliteStorage(db)
@@ -225,6 +226,7 @@ def test_a_record_from_a_newer_build_is_32003_with_the_remedy_and_unchanged(spaw
 
 def test_history_get_pages_through_the_record(spawn, tmp_path):
     from steerable_agent_runtime import SqliteStorage
+
     from tests.helpers import item, run
 
     db = tmp_path / "s.db"

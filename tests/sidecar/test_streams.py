@@ -9,10 +9,10 @@ import sys
 import threading
 
 import pytest
-
 from steerable_agent_runtime import SqliteStorage
+
 from tests.helpers import run
-from tests.replay_server import Reply, ReplayServer
+from tests.replay_server import ReplayServer, Reply
 
 from .harness import ROOT, NoAnswer
 from .openai_sse import text_reply, tool_reply
@@ -316,3 +316,26 @@ def test_cache_control_wraps_the_provider_unless_switched_off(spawn, cache_contr
         body = model.requests[0].body.decode()
         assert model.requests[0].headers["x-api-key"] == "k-test"
     assert ("cache_control" in body) is (cache_control == "1")
+
+
+def test_sigterm_while_an_approval_waits_denies_it_and_records_a_result_for_the_call(spawn, tmp_path):
+    db = str(tmp_path / "s.db")
+
+    def never(method, params):
+        raise NoAnswer
+
+    tools = [{**WEATHER[0], "mode": "destructive"}]
+    script = [tool_reply([("call_d", "get_weather", {"city": "Lisbon"})])]
+    with ReplayServer(script) as model:
+        sc = spawn("--storage-path", db, on_reverse=never)
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", {**stream_params(model), "tools": tools})["streamId"]
+        sc.wait(lambda: sc.reverse_requests, what="approval.request")
+        assert sc.reverse_requests[0]["method"] == "approval.request"
+        sc.terminate()
+        assert sc.exit_code() == 0
+        assert sc.notifications_of("stream.done", stream_id)[0]["status"] == "cancelled"
+    items = [e["message"] for e in record(db) if e["type"] == "item"]
+    results = [m for m in items if m["role"] == "tool"]
+    assert [m["toolCallId"] for m in results] == ["call_d"]
+    assert [r["method"] for r in sc.reverse_requests] == ["approval.request"]  # the tool never ran

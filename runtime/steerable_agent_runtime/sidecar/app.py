@@ -194,7 +194,7 @@ class Sidecar:
 
     async def _shutdown(self, reader: asyncio.Task[None]) -> None:
         if self.streams is not None:
-            await self.streams.stop_all(self.grace_s)
+            await self.streams.stop_all(self.grace_s, after_cancel=self.transport.fail_pending)
         pending = [t for t in self._tasks if not t.done()]
         if pending:
             _, late = await asyncio.wait(pending, timeout=self.grace_s)

@@ -81,8 +81,8 @@ class RecordMethods:
                 "events": [e.to_wire() for e in bundle.events]}
 
     async def trace_export(self, args: p.TraceExport) -> dict[str, Any]:
-        from ..tracing.otlp import export_request
         from ..tracing.exporter import OtlpHttpExporter
+        from ..tracing.otlp import export_request
 
         bundle = await self._bundle(args.trace_id)
         exporter = OtlpHttpExporter(args.endpoint)  # a bad endpoint is a UsageError (-32602)

@@ -103,11 +103,22 @@ class StreamManager:
         stream.loop.request_compact()
         return {"accepted": True}
 
-    async def stop_all(self, grace_s: float) -> None:
-        """Cancel every stream; wait up to ``grace_s`` for their records, then hard-cancel."""
+    def cancel_all(self) -> list[RunningStream]:
+        """Ask every running stream to wind down (CoreLoop.cancel); the streams asked."""
         streams = list(self.running.values())
         for stream in streams:
             stream.loop.cancel()
+        return streams
+
+    async def stop_all(self, grace_s: float, *, after_cancel: Callable[[], None] | None = None) -> None:
+        """Cancel every stream; wait up to ``grace_s`` for their records, then hard-cancel.
+
+        ``after_cancel`` runs once the streams were asked to stop (the sidecar fails its
+        unanswered reverse requests there, so a stream waiting for an approval winds down too).
+        """
+        streams = self.cancel_all()
+        if after_cancel is not None:
+            after_cancel()
         tasks = [s.task for s in streams if s.task is not None]
         if not tasks:
             return
@@ -166,7 +177,7 @@ class StreamManager:
         except asyncio.CancelledError:
             done = {"status": "cancelled", "reason": "the sidecar stopped the stream"}
             raise
-        except BaseException as exc:
+        except Exception as exc:
             err = to_rpc_error(exc, "agent.chat.stream")
             await self._error(stream, err)
             done = {"status": "failed", "reason": err.message}
@@ -203,7 +214,7 @@ class StreamManager:
                    "usage": done.get("usage"), "traceId": done.get("traceId") or getattr(stream.loop, "trace_id", None)}
         try:
             await stream.notify(SSEEvent("stream.done", payload))
-        except Exception as exc:  # the host went away: nothing left to tell
+        except Exception as exc:  # noqa: BLE001 - the client went away: nothing left to tell it
             log.warning("could not send stream.done for %s: %s", stream.stream_id, exc)
         stream.done.set()
 

@@ -21,7 +21,7 @@ _LAZY = {
     "create_app": ".fastapi_sse",
 }
 
-__all__ = ["RpcError", "SSEEvent", "TransportAdapter", *sorted(_LAZY)]
+__all__ = ["FastAPISseTransport", "RpcError", "SSEEvent", "StdioJsonRpcTransport", "TransportAdapter", "create_app"]
 
 
 def __getattr__(name: str) -> Any:

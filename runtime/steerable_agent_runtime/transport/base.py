@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 

@@ -29,7 +29,13 @@ from fastapi.responses import StreamingResponse
 
 from ..storage import StorageAdapter
 from .base import SSEEvent
-from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, NOT_FOUND, RpcError
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    NOT_FOUND,
+    RpcError,
+)
 
 KEEPALIVE = b": keep-alive\n\n"
 _CLOSE = object()
@@ -109,6 +115,12 @@ class FastAPISseTransport:
                 except asyncio.QueueFull:
                     self._queue.get_nowait()  # the body is gone or will end: make room for the close
 
+    async def finish(self) -> None:
+        """End the body after everything queued so far (waiting for room, like ``emit``)."""
+        if not self.closed:
+            self.closed = True
+            await self._queue.put(_CLOSE)
+
     async def body(self) -> AsyncIterator[bytes]:
         """The SSE bytes: each event as a frame, a keep-alive comment on every quiet interval."""
         while True:
@@ -167,33 +179,30 @@ def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size
             started = await table.run(method, handler, args, notify=transport.emit, reverse=transport.request)
         except RpcError as err:
             return one_event(SSEEvent("error", err.to_wire()), _status(err))
-        return StreamingResponse(_stream_body(streams, transport, started["streamId"]),
+        # No await since start() registered the stream: it is still running here.
+        stream = streams.running[started["streamId"]]
+        return StreamingResponse(_stream_body(stream, transport),
                                  media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
     return app
 
 
-async def _stream_body(streams: Any, transport: FastAPISseTransport, stream_id: str) -> AsyncIterator[bytes]:
-    yield SSEEvent("result", {"streamId": stream_id}).encode_sse()
-    stream = streams.running.get(stream_id)
-    closer = asyncio.create_task(_close_when_done(stream, transport)) if stream is not None else None
-    if closer is None:
-        await transport.aclose()
+async def _stream_body(stream: Any, transport: FastAPISseTransport) -> AsyncIterator[bytes]:
+    yield SSEEvent("result", {"streamId": stream.stream_id}).encode_sse()
+    closer = asyncio.create_task(_close_when_done(stream, transport))
     try:
         async for chunk in transport.body():
             yield chunk
     finally:
-        if stream is not None and not stream.done.is_set():
+        closer.cancel()
+        if not stream.done.is_set():
             stream.loop.cancel()  # the client went away: its stream winds down
             await transport.aclose()
 
 
 async def _close_when_done(stream: Any, transport: FastAPISseTransport) -> None:
     await stream.done.wait()
-    if not transport.closed:
-        # queued after stream.done (FIFO), so the body ends right after it
-        await transport._queue.put(_CLOSE)
-        transport.closed = True
+    await transport.finish()  # queued after stream.done (FIFO): the body ends right after it
 
 
 async def _json(request: Request) -> Any:

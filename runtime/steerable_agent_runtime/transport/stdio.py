@@ -230,12 +230,16 @@ class StdioJsonRpcTransport:
             log.warning("reading the protocol input failed (%s): treating it as EOF", exc)
         post(_EOF)
 
+    def fail_pending(self) -> None:
+        """Fail every reverse request still waiting (ConnectionError): nobody will answer it."""
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionError("the sidecar is shutting down"))
+
     async def aclose(self) -> None:
         """Stop: end ``receive``, fail waiting reverse requests. Idempotent."""
         self._closed = True
         self.flush()
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(ConnectionError("the transport closed"))
+        self.fail_pending()
         if self._queue is not None:
             self._queue.put_nowait(_EOF)
