@@ -37,6 +37,9 @@ def _content(entry: dict | None) -> str:
     message = entry.get("message")
     if isinstance(message, dict):
         return _preview(f"{message.get('role')}: {_preview(message.get('content'))}")
+    if entry.get("type") == "compaction_boundary" and isinstance(entry.get("replacement"), list):
+        figures = f"{entry.get('trigger')} {entry.get('preTokens')} -> {entry.get('postTokens')} tokens"
+        return figures + f", {len(entry['replacement'])} message(s): " + _preview(entry["replacement"])
     for key in ("replacement", "messages"):
         if isinstance(entry.get(key), list):
             return _preview(f"{len(entry[key])} message(s): {_preview(entry[key])}")

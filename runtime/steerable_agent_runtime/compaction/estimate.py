@@ -34,6 +34,9 @@ _CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf9
                       "\uff00-\uffef\U00020000-\U0002fa1f]+")
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)  # one encoder: json.dumps(**kwargs) builds one per call
+
+
 def text_token_weight(text: str) -> float:
     """The unrounded estimate of ``text`` alone (no per-message overhead)."""
     if text.isascii():
@@ -77,7 +80,7 @@ def _calls_weight(calls: Iterable[Mapping[str, Any]] | None) -> float:
         weight += text_token_weight(str(call.get("name") or ""))
         arguments = call.get("arguments")
         if arguments:
-            text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+            text = arguments if isinstance(arguments, str) else _ENCODER.encode(arguments)
             weight += text_token_weight(text)
     return weight
 

@@ -25,6 +25,7 @@ the parameter for a value out of range.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,21 @@ class _Compacted:
         if self.summarised:
             parts.append(f"summarised {self.summarised} message(s) ({self.source})")
         return ", ".join(parts) or "nothing to compact"
+
+
+@dataclass(frozen=True)
+class _RoundMark:
+    """One round of one run: the run's LoopContext (weakly: a new run is a new context) and its round."""
+
+    ctx: weakref.ReferenceType[LoopContext]
+    round_index: int
+
+    @classmethod
+    def of(cls, ctx: LoopContext) -> _RoundMark:
+        return cls(weakref.ref(ctx), ctx.round_index)
+
+    def matches(self, ctx: LoopContext) -> bool:
+        return self.ctx() is ctx and self.round_index == ctx.round_index
 
 
 def _require(condition: bool, parameter: str, message: str) -> None:
@@ -118,8 +134,9 @@ class CompactionHooks(LoopHooks):
         self.last_pressure: int | None = None
         self._breakers = Breakers(window=rapid_refill_window_rounds, max_refills=max_rapid_refills)
         self._last_post: int | None = None
-        self._anchor: tuple[int, int, int, int] | None = None  # (id(ctx), round, tokens, transcript length)
-        self._overflow: tuple[int, int, int] = (0, -1, 0)  # (id(ctx), round, recoveries in it)
+        # (the round it was made in, tokens, transcript length) of this instance's last rewrite.
+        self._anchor: tuple[_RoundMark, int, int] | None = None
+        self._overflow: tuple[_RoundMark, int] | None = None  # (the round, recoveries in it)
 
     @property
     def circuit_open(self) -> bool:
@@ -135,20 +152,13 @@ class CompactionHooks(LoopHooks):
 
     def pressure(self, transcript: Sequence[LLMMessage], ctx: LoopContext) -> int:
         """The estimated size of the next request: a known figure plus the estimate appended since."""
-        known = self._known_size(ctx, len(transcript))
-        if known is None:
-            return estimate_tokens(transcript)
-        tokens, length = known
-        return tokens + estimate_tokens(transcript[length:])
-
-    def _known_size(self, ctx: LoopContext, length: int) -> tuple[int, int] | None:
+        tokens, length = ctx.last_prompt_tokens, ctx.last_prompt_transcript_len
         anchor = self._anchor
-        if anchor is not None and anchor[0] == id(ctx) and anchor[1] == ctx.round_index and anchor[3] <= length:
-            return anchor[2], anchor[3]
-        if ctx.last_prompt_tokens is not None and ctx.last_prompt_transcript_len is not None \
-                and ctx.last_prompt_transcript_len <= length:
-            return ctx.last_prompt_tokens, ctx.last_prompt_transcript_len
-        return None
+        if anchor is not None and anchor[0].matches(ctx):
+            tokens, length = anchor[1], anchor[2]
+        if tokens is None or length is None or length > len(transcript):
+            return estimate_tokens(transcript)
+        return tokens + estimate_tokens(transcript[length:])
 
     def _hysteresis_allows(self, pressure: int) -> bool:
         return self._last_post is None or pressure >= self._last_post + self.margin_tokens
@@ -162,9 +172,9 @@ class CompactionHooks(LoopHooks):
         if pressure > self.threshold_tokens:
             if not self.circuit_open and self._hysteresis_allows(pressure):
                 return await self._pressure_compaction(transcript, ctx, pressure)
-        else:
+        elif self._breakers.ineffective or self._breakers.last_success_round is not None:
             self._breakers.healthy_round(ctx.round_index)
-        if self._micro_due(ctx):
+        if self.micro_compact_interval_rounds and self._micro_due(ctx):
             return self._micro_compaction(transcript, ctx, pressure)
         return None
 
@@ -184,8 +194,7 @@ class CompactionHooks(LoopHooks):
         """A context overflow: one bounded compaction and a retry (2 per round at most), else fail."""
         if not isinstance(error, LLMError) or error.kind != "context_overflow":
             return None
-        ctx_id, round_index, used = self._overflow
-        used = used if (ctx_id, round_index) == (id(ctx), ctx.round_index) else 0
+        used = self._overflow[1] if self._overflow is not None and self._overflow[0].matches(ctx) else 0
         if used >= MAX_OVERFLOW_RECOVERIES_PER_ROUND:
             return RetryAction.fail(f"context overflow: {used} compactions this round did not make the request fit")
         pre = self.pressure(transcript, ctx)
@@ -193,7 +202,7 @@ class CompactionHooks(LoopHooks):
                                    keep_results=self.keep_last_tool_results >> used, summarise_above=None)
         if not done.changed:
             return RetryAction.fail("context overflow and nothing left to compact")
-        self._overflow = (id(ctx), ctx.round_index, used + 1)
+        self._overflow = (_RoundMark.of(ctx), used + 1)
         self.overflow_recoveries += 1
         rewrite = self._rewrite(ctx, "overflow", pre, done, f"overflow recovery {used + 1}: {done.describe()}")
         return RetryAction.retry(0, rewrite=rewrite, reason=rewrite.reason)
@@ -263,7 +272,7 @@ class CompactionHooks(LoopHooks):
     def _rewrite(self, ctx: LoopContext, trigger: CompactionTrigger, pre: int, done: _Compacted, reason: str,
                  *, hysteresis: bool = True) -> RewriteRequest:
         post = max(0, done.post_tokens)
-        self._anchor = (id(ctx), ctx.round_index, post, len(done.messages))
+        self._anchor = (_RoundMark.of(ctx), post, len(done.messages))
         if hysteresis:
             self._last_post = post
         log.info("compaction (%s): %s", trigger, reason)
