@@ -75,3 +75,9 @@ def test_markers_are_required():
     with pytest.raises(ValueError, match="start_marker"):
         class Unmarked(ContextFragment):
             start_marker = ""
+
+
+def test_an_unknown_role_is_refused():
+    with pytest.raises(ValueError, match="role"):
+        class Odd(ContextFragment):
+            role = "narrator"

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..errors import ConfigValueError
-from ..models import ChatRole, LLMMessage
+from ..models import CHAT_ROLES, ChatRole, LLMMessage
 
 DEFAULT_MAX_TOKENS = 1024
 """The no-review cap."""
@@ -49,6 +49,8 @@ def check_ladder(cls: type[ContextFragment]) -> None:
         raise ConfigValueError(f"{name}.max_tokens={cap} is above {DEFAULT_MAX_TOKENS} without a review_note",
                                parameter="max_tokens",
                                hint="add a review_note saying why this surface needs the larger cap")
+    if cls.role not in CHAT_ROLES:
+        raise ConfigValueError(f"{name}.role={cls.role!r} is not one of {sorted(CHAT_ROLES)}", parameter="role")
     if not cls.start_marker or not cls.end_marker:
         raise ConfigValueError(f"{name} needs a start_marker and an end_marker", parameter="start_marker")
     overhead = estimate_text_tokens(cls.start_marker + TRUNCATION_NOTICE + cls.end_marker)
