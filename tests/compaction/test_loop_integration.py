@@ -1,0 +1,238 @@
+"""CompactionHooks and the notes states inside a real CoreLoop, with a real SqliteStorage record.
+
+The model is a ScriptedProvider (the in-process provider the runtime ships); the tools are a real
+ToolRouter; the record is read back through resume_transcript and steerable-maint history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from click.testing import CliRunner
+from steerable_agent_runtime import SqliteStorage, resume_transcript
+from steerable_agent_runtime.compaction import (
+    SUMMARY_PREFIX,
+    CompactionHooks,
+    estimate_tokens,
+    is_folded,
+)
+from steerable_agent_runtime.context import DiscoveredNotesState
+from steerable_agent_runtime.history import transcript_from
+from steerable_agent_runtime.llm import LLMError, ScriptedProvider, ScriptedResponse
+from steerable_agent_runtime.loop import (
+    ChainHooks,
+    CoreLoop,
+    LoopHooks,
+    NoopHooks,
+    RetryHooks,
+)
+from steerable_agent_runtime.tools import ToolRouter, tool
+
+from steerable_maint.cli import main as maint
+
+NOTICE = "[system notice] Context thrashing:"
+TASK = [{"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Read the source files one by one and summarise them."}]
+
+
+def file_router(size: int = 4000) -> ToolRouter:
+    router = ToolRouter()
+
+    @tool(router=router, description="Read a source file", mode="read")
+    async def read_file(path: str) -> str:
+        return f"# {path}\n" + "value = compute(1, 2, 3)\n" * (size // 25)
+
+    return router
+
+
+def reads(n: int, final: str = "All files read.") -> list[ScriptedResponse]:
+    """n rounds that each read one more file, then a final answer."""
+    script = [ScriptedResponse(tool_calls=[{"id": f"r{k}", "name": "read_file", "arguments": {"path": f"f{k}.py"}}])
+              for k in range(n)]
+    return script + [ScriptedResponse(text=final)]
+
+
+async def drive(loop: CoreLoop, messages=TASK, chat_id: str = "c1"):
+    return [event async for event in loop.run(messages, chat_id=chat_id)]
+
+
+def boundaries(store: SqliteStorage, record: str = "c1") -> list[dict]:
+    entries = asyncio.run(store.list_history(record))
+    return [e for e in entries if e["type"] == "compaction_boundary"]
+
+
+def rewrites(events) -> list[dict]:
+    return [e.data for e in events if e.kind == "hook_action" and e.data["action"] in ("rewrite", "compact")]
+
+
+def test_pressure_compaction_in_the_loop_writes_one_boundary_per_rewrite_and_resume_continues_from_it(tmp_path):
+    store = SqliteStorage(tmp_path / "sessions.db")
+    try:
+        hooks = CompactionHooks(6000)
+        provider = ScriptedProvider(reads(8))
+        loop = CoreLoop(provider, file_router(), hooks=hooks, storage=store)
+        events = asyncio.run(drive(loop))
+        assert events[-1].data["status"] == "completed"
+        done = rewrites(events)
+        assert done and all(d["trigger"] == "pressure" and d["postTokens"] < d["preTokens"] for d in done)
+        stored = boundaries(store)
+        assert [(b["trigger"], b["preTokens"], b["postTokens"]) for b in stored] == \
+            [(d["trigger"], d["preTokens"], d["postTokens"]) for d in done]
+        assert hooks.compactions == len(done)
+        # The request after the first rewrite was sent exactly the replacement plus what came after.
+        resumed = asyncio.run(resume_transcript(store, "c1"))
+        assert resumed == loop.transcript
+        replacement = stored[-1]["replacement"]
+        assert [m.to_wire() for m in resumed[:len(replacement)]] == replacement
+        assert any(is_folded(m) for m in resumed)
+        # Pressure is the last request's reported prompt tokens + the estimate of what came after it.
+        first = next(i for i, e in enumerate(events) if e.kind == "hook_action" and e.data["action"] == "rewrite")
+        last_request = provider.requests[sum(e.kind == "llm_request" for e in events[:first]) - 1].messages
+        entries = asyncio.run(store.list_history("c1"))
+        before = transcript_from([e for e in entries if e["seq"] < stored[0]["seq"]])
+        reported = max(1, sum(len(m.model_dump_json()) for m in last_request) // 4)  # what ScriptedProvider reports
+        assert done[0]["preTokens"] == reported + estimate_tokens(before[len(last_request):])
+        assert done[0]["preTokens"] != estimate_tokens(before)
+    finally:
+        asyncio.run(store.close())
+
+
+def test_maint_history_shows_each_boundary_with_its_trigger_and_figures(tmp_path):
+    store = SqliteStorage(tmp_path / "sessions.db")
+    try:
+        events = asyncio.run(drive(CoreLoop(ScriptedProvider(reads(8)), file_router(), hooks=CompactionHooks(6000),
+                                            storage=store)))
+        figures = [(d["preTokens"], d["postTokens"]) for d in rewrites(events)]
+    finally:
+        asyncio.run(store.close())
+    result = CliRunner().invoke(maint, ["history", str(tmp_path / "sessions.db"), "c1"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "compaction_boundary" in line]
+    assert len(lines) == len(figures) > 0
+    for line, (pre, post) in zip(lines, figures):
+        assert f"pressure {pre} -> {post} tokens" in line
+    as_json = CliRunner().invoke(maint, ["history", str(tmp_path / "sessions.db"), "c1", "--json"])
+    entries = [e["entry"] for e in json.loads(as_json.output)["entries"] if e["type"] == "compaction_boundary"]
+    assert [(e["preTokens"], e["postTokens"]) for e in entries] == figures
+
+
+class Wrapper(LoopHooks):
+    """A host's own hook that wraps another by delegating every method (a common pattern)."""
+
+    def __init__(self, inner: LoopHooks) -> None:
+        self.inner = inner
+
+    async def pre_step(self, transcript, ctx):
+        return await self.inner.pre_step(transcript, ctx)
+
+    async def compact_now(self, transcript, ctx):
+        return await self.inner.compact_now(transcript, ctx)
+
+
+def test_request_compact_reaches_compact_now_through_chained_and_wrapped_hooks(tmp_path):
+    store = SqliteStorage(tmp_path / "sessions.db")
+    try:
+        compaction = CompactionHooks(1_000_000, summarizer=ScriptedProvider(["Files f0-f3 were read."]))
+        hooks = ChainHooks(RetryHooks(), Wrapper(ChainHooks(NoopHooks(), compaction)))
+        provider = ScriptedProvider(reads(4) + reads(0, "compacted answer"))
+        loop = CoreLoop(provider, file_router(), hooks=hooks, storage=store)
+        asyncio.run(drive(loop))
+        before = list(loop.transcript)
+        loop.request_compact()  # the sidecar's agent.chat.compact path
+        events = asyncio.run(drive(loop, [*[m.to_wire() for m in before], {"role": "user", "content": "and now?"}]))
+        done = rewrites(events)
+        assert [d["action"] for d in done] == ["compact"] and done[0]["trigger"] == "manual"
+        assert compaction.compactions == 1
+        sent = provider.requests[-1].messages
+        assert len(sent) < len(before) and sent[2].content.startswith(SUMMARY_PREFIX)
+        assert sent[2].content.endswith("Files f0-f3 were read.")
+        [boundary] = boundaries(store)
+        assert boundary["trigger"] == "manual" and boundary["replacement"] == [m.to_wire() for m in sent]
+    finally:
+        asyncio.run(store.close())
+
+
+def test_request_compact_on_a_minimal_transcript_is_a_reported_no_op():
+    compaction = CompactionHooks(1_000_000)
+    loop = CoreLoop(ScriptedProvider(["hi"]), hooks=ChainHooks(compaction))
+    loop.request_compact()
+    events = asyncio.run(drive(loop, [{"role": "user", "content": "hello"}]))
+    actions = [e.data["action"] for e in events if e.kind == "hook_action"]
+    assert actions == ["compact_noop"] and compaction.compactions == 0
+
+
+def overflow(n: int = 1) -> list[ScriptedResponse]:
+    error = LLMError("This model's maximum context length is 8192 tokens", kind="context_overflow",
+                     provider="scripted", status_code=400)
+    return [ScriptedResponse(error=error) for _ in range(n)]
+
+
+def long_chat() -> list[dict]:
+    chat = list(TASK)
+    for k in range(12):
+        chat.append({"role": "assistant" if k % 2 == 0 else "user", "content": f"turn {k} " + "z" * 3000})
+    return chat + [{"role": "user", "content": "go on"}]
+
+
+def test_an_overflow_error_compacts_once_and_the_retry_succeeds(tmp_path):
+    store = SqliteStorage(tmp_path / "sessions.db")
+    try:
+        compaction = CompactionHooks(1_000_000)  # pressure never fires: only the overflow path acts
+        provider = ScriptedProvider(overflow(1) + ["done after compaction"])
+        loop = CoreLoop(provider, hooks=ChainHooks(RetryHooks(), compaction), storage=store)
+        events = asyncio.run(drive(loop, long_chat()))
+        assert events[-1].data["status"] == "completed"
+        assert [d["trigger"] for d in rewrites(events)] == ["overflow"] and compaction.overflow_recoveries == 1
+        assert len(provider.requests) == 2 and len(provider.requests[1].messages) < len(provider.requests[0].messages)
+        [boundary] = boundaries(store)
+        assert boundary["trigger"] == "overflow"
+        resumed = asyncio.run(resume_transcript(store, "c1"))
+        assert [m.to_wire() for m in resumed] == boundary["replacement"] + [{"role": "assistant",
+                                                                              "content": "done after compaction"}]
+    finally:
+        asyncio.run(store.close())
+
+
+def test_overflow_recovers_at_most_twice_per_round_then_the_turn_fails_loud():
+    compaction = CompactionHooks(1_000_000)
+    provider = ScriptedProvider(overflow(3) + ["never reached"])
+    loop = CoreLoop(provider, hooks=ChainHooks(RetryHooks(), compaction))
+    events = asyncio.run(drive(loop, long_chat()))
+    final = events[-1].data
+    assert final["status"] == "failed" and "maximum context length" in final["reason"]
+    assert [e.data.get("kind") for e in events if e.kind == "error"] == ["context_overflow"]
+    assert compaction.overflow_recoveries == 2 and len(provider.requests) == 3 and provider.remaining == 1
+
+
+def test_rapid_refill_in_the_loop_opens_the_circuit_with_the_reminder_in_transcript_and_record(tmp_path):
+    store = SqliteStorage(tmp_path / "sessions.db")
+    try:
+        compaction = CompactionHooks(4000)
+        loop = CoreLoop(ScriptedProvider(reads(16)), file_router(), hooks=compaction, storage=store)
+        events = asyncio.run(drive(loop))
+        assert events[-1].data["status"] == "completed"
+        assert compaction.circuit_open and compaction.circuit_reason == "rapid_refill"
+        assert sum(str(m.content).startswith(NOTICE) for m in loop.transcript) == 1
+        tripping = boundaries(store)[-1]
+        assert tripping["replacement"][-1]["content"].startswith(NOTICE)
+        assert compaction.compactions == len(boundaries(store)) == 4  # then the pressure path stopped
+    finally:
+        asyncio.run(store.close())
+
+
+def test_notes_are_injected_once_per_run_and_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("STEERABLE_MANAGED_NOTES_PATH", raising=False)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "AGENTS.md").write_text("Run the tests with make test.")
+    store = SqliteStorage(tmp_path / "sessions.db")
+    try:
+        notes = DiscoveredNotesState(tmp_path / "ws", workspace_root=tmp_path / "ws")
+        loop = CoreLoop(ScriptedProvider(reads(2)), file_router(), hooks=ChainHooks(notes, CompactionHooks(100_000)),
+                        storage=store)
+        asyncio.run(drive(loop))
+        items = [e["message"].get("content") for e in asyncio.run(store.list_history("c1")) if e["type"] == "item"]
+        assert sum("Run the tests with make test." in str(c) for c in items) == 1
+    finally:
+        asyncio.run(store.close())
