@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from click.testing import CliRunner
-
 from steerable_agent_runtime import SqliteStorage
+
 from steerable_maint.cli import main as maint
 
 
