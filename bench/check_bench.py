@@ -5,7 +5,7 @@
 - full check, history rows per second (target: >= 150,000/s): history rows divided by the
   whole check's wall time (integrity_check and every other table included), and, to show
   where the time goes, the history row pass alone against the plain loop
-  ``SELECT CAST(data AS BLOB), crc FROM history`` + ``zlib.crc32`` + ``json.loads``.
+  ``SELECT record_id, seq, CAST(data AS BLOB), crc FROM history`` + ``row_crc`` (the keyed CRC-32) + ``json.loads``.
 
 Repetitions of ours and of the baseline alternate and medians are compared (the machine is
 shared). Usage (repository root)::
@@ -21,7 +21,7 @@ import sqlite3
 import statistics
 import sys
 import time
-import zlib
+
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_store  # noqa: E402
 
 from steerable_agent_runtime.maintenance.check import check  # noqa: E402
+from steerable_agent_runtime.storage.checksum import row_crc  # noqa: E402
 from steerable_agent_runtime.maintenance.codes import FindingLog  # noqa: E402
 from steerable_agent_runtime.maintenance.check.rows import RecordStats, scan_history  # noqa: E402
 
@@ -66,8 +67,8 @@ def _quick_check(db: Path) -> None:
 def _raw_history(db: Path) -> None:
     conn = _immutable(db)
     try:
-        for data, crc in conn.execute("SELECT CAST(data AS BLOB), crc FROM history"):
-            assert zlib.crc32(data) == crc
+        for record_id, seq, data, crc in conn.execute("SELECT record_id, seq, CAST(data AS BLOB), crc FROM history"):
+            assert row_crc("history", (record_id, seq), data) == crc
             json.loads(data)
     finally:
         conn.close()

@@ -20,7 +20,8 @@ from harness import (Row, Settings, fmt_rate, fmt_seconds, interleave, log, medi
 
 from steerable_agent_runtime import SqliteStorage, resume_transcript
 from steerable_agent_runtime.history import prepare_append
-from steerable_agent_runtime.storage.schema import create_schema, row_checksum
+from steerable_agent_runtime.storage.checksum import row_crc
+from steerable_agent_runtime.storage.schema import create_schema
 
 APPEND_TARGET = 2.0
 RESUME_TARGET = 1.5
@@ -73,7 +74,8 @@ def _append_figure(settings: Settings, batch: int, count: int) -> Row:
 
         def baseline(rep: int) -> float:
             prepared = prepare_append(f"base-{rep}", entries, 1)
-            tuples = [(f"base-{rep}", p.seq, p.v, p.type, p.at, p.data, row_checksum(p.data)) for p in prepared]
+            tuples = [(f"base-{rep}", p.seq, p.v, p.type, p.at, p.data, row_crc("history", (f"base-{rep}", p.seq), p.data))
+                      for p in prepared]
             seconds, _ = timed(lambda: _executemany_all(base, tuples, batch))
             return seconds
 

@@ -17,11 +17,12 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import zlib
+
 from pathlib import Path
 from typing import Any, Callable
 
 import make_store
+from steerable_agent_runtime.storage.checksum import row_crc
 from harness import (Row, Settings, copy_store, fmt_bytes, fmt_rate, fmt_seconds, interleave, median, profiled,
                      remove_store, timed, verdict)
 
@@ -109,7 +110,7 @@ def _check_full(settings: Settings, check: Callable[..., Any], info: make_store.
                baseline=fmt_rate(base_rate) + " raw scan", ratio=base_rate / ours_rate,
                target=f">= {CHECK_ROWS_TARGET:,}/s", met=verdict(ours_rate >= CHECK_ROWS_TARGET),
                note=(f"rows/s = {info.history_rows:,} history rows / whole check time (all tables); baseline: "
-                     "SELECT data, crc FROM history + crc32 + json.loads per row; ratio = baseline rate / ours. ")
+                     "SELECT record_id, seq, data, crc FROM history + keyed crc32 (row_crc) + json.loads per row; ratio = baseline rate / ours. ")
                + _errors_note(reports[-1]),
                raw={"ours_s": mine, "baseline_s": theirs})
 
@@ -118,8 +119,9 @@ def _raw_history_scan(path: str) -> float:
     conn = _ro(path)
     try:
         def scan() -> None:
-            for data, crc in conn.execute("SELECT CAST(data AS BLOB), crc FROM history"):
-                if zlib.crc32(data) != crc:
+            for record_id, seq, data, crc in conn.execute(
+                    "SELECT record_id, seq, CAST(data AS BLOB), crc FROM history"):
+                if row_crc("history", (record_id, seq), data) != crc:
                     raise RuntimeError("checksum mismatch in the generated store")
                 json.loads(data)
         seconds, _ = timed(scan)

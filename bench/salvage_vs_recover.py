@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "runtime")]
 
 from steerable_agent_runtime.maintenance.salvage import salvage  # noqa: E402
-from steerable_agent_runtime.storage.schema import create_schema, row_checksum  # noqa: E402
+from steerable_agent_runtime.storage.checksum import row_crc  # noqa: E402
+from steerable_agent_runtime.storage.schema import create_schema  # noqa: E402
 from tests.damage import DAMAGES, WAL_DAMAGES, build_store, copy_store  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "salvage"
@@ -191,7 +192,7 @@ def _entries(n: int):
         text = " ".join(rng.choice(words) for _ in range(rng.randint(5, 120)))
         data = json.dumps({"v": 2, "type": "item", "seq": seq, "at": at, "message": {"role": "user", "content": text}},
                           separators=(",", ":"))
-        yield f"chat-{i % 1000}", seq, 2, "item", at, data, row_checksum(data)
+        yield f"chat-{i % 1000}", seq, 2, "item", at, data, row_crc("history", (f"chat-{i % 1000}", seq), data)
 
 
 def time_healthy(shell: Path, db: Path, reps: int) -> dict[str, object]:

@@ -1,7 +1,7 @@
 """Build real stores with known content, then damage them the way disks and people do.
 
 ``build_store`` writes random-but-seeded content through SqliteStorage and returns the
-exact rows (``Original``: table, key, data). ``copy_store`` snapshots db + -wal + -shm
+exact rows (``Original``: table, key, data, identity: the columns the checksum binds). ``copy_store`` snapshots db + -wal + -shm
 (optionally while the owner still has it open, so committed rows sit in the -wal).
 Each damage function takes the database path and a ``random.Random`` and changes bytes in
 place; ``DAMAGES`` lists them by name. They are shared by the property tests, the salvage
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import shutil
 import sqlite3
 import struct
@@ -22,17 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from steerable_agent_runtime.models import AgentSession, ChatMessage
+from steerable_agent_runtime.storage.checksum import IDENTITY
 from steerable_agent_runtime.storage.schema import TABLES
 from steerable_agent_runtime.storage.sqlite import SqliteStorage
 
 
 @dataclass(frozen=True)
 class Original:
-    """One row as stored: table, key (tuple of key column values) and exact data bytes."""
+    """One row as stored: table, key (tuple of key column values), exact data bytes, and its
+    identity (the values of storage.checksum.IDENTITY: key and place columns)."""
 
     table: str
     key: tuple
     data: bytes
+    identity: tuple = ()
 
 
 WORDS = ("hello", "wörld", "päckchen", "✓", "tool", "call", "sum", "\"quoted\"", "back\\slash", "日本")
@@ -80,8 +84,10 @@ def read_rows(path: Path) -> list[Original]:
         copy = copy_store(path, Path(tmp) / "copy.db")
         conn = sqlite3.connect(copy)
         try:
-            return [Original(t, tuple(r[:-1]), r[-1]) for t, spec in TABLES.items()
-                    for r in conn.execute(f"SELECT {', '.join(spec.key)}, CAST(data AS BLOB) FROM {t}")]
+            width = {t: len(spec.key) for t, spec in TABLES.items()}
+            return [Original(t, tuple(r[:width[t]]), r[-1], tuple(r[width[t]:-1])) for t, spec in TABLES.items()
+                    for r in conn.execute(f"SELECT {', '.join(spec.key)}, {', '.join(IDENTITY[t])},"
+                                          f" CAST(data AS BLOB) FROM {t}")]
         finally:
             conn.close()
 
@@ -190,7 +196,24 @@ def append_garbage(db: Path, rng: random.Random) -> None:
         fh.write(rng.randbytes(rng.randint(1, 3 * page_size_of(db))))
 
 
+_KEYS = re.compile(rb"(?:chat|s|m)-[0-9]+(?:-[0-9]+)?")
+
+
+def flip_key(db: Path, rng: random.Random) -> None:
+    """Change one digit of one key value somewhere in the file (a record_id, session id or
+    message id in a row, an index or a JSON text): the text stays valid, the key becomes
+    another, possibly one that exists (an entry moved to another chat)."""
+    raw = db.read_bytes()
+    found = [m for m in _KEYS.finditer(raw)]
+    if found:
+        m = rng.choice(found)
+        digits = [i for i in range(m.start(), m.end()) if 48 <= raw[i] <= 57]
+        at = rng.choice(digits)
+        _patch(db, at, bytes([48 + (raw[at] - 48 + rng.randint(1, 9)) % 10]))
+
+
 DAMAGES: dict[str, Callable[[Path, random.Random], None]] = {
+    "flip_key": flip_key,
     "flip_bytes": flip_bytes, "zero_page": zero_page, "zero_header": zero_header, "zero_page1": zero_page1,
     "overwrite_root": overwrite_root, "truncate": truncate, "wal_header": damage_wal_header,
     "wal_checksum": damage_wal_checksum, "remove_shm": remove_shm, "append_garbage": append_garbage,

@@ -16,7 +16,7 @@ from steerable_agent_runtime import (
 from steerable_agent_runtime.llm import ScriptedProvider
 from steerable_agent_runtime.loop import INTERRUPTED_ERROR, CoreLoop, repair_dangling
 from steerable_agent_runtime.models import LLMMessage
-from steerable_agent_runtime.storage.schema import row_checksum
+from steerable_agent_runtime.storage.checksum import row_crc
 
 from tests.helpers import digest_files, run
 from tests.loop.kit import USER, completion, drain, make_router, run_loop
@@ -93,7 +93,7 @@ def test_resume_of_a_record_from_a_newer_build_raises_and_changes_no_byte(tmp_pa
            '"message":{"role":"user","content":"x"},"parts":[]}')
     conn = sqlite3.connect(db)
     conn.execute("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES ('c1', 3, 3, 'item', "
-                 "'2026-01-01T00:00:00.000000Z', ?, ?)", (raw, row_checksum(raw)))
+                 "'2026-01-01T00:00:00.000000Z', ?, ?)", (raw, row_crc("history", ("c1", 3), raw)))
     conn.commit()
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

@@ -6,12 +6,12 @@ import asyncio
 import json
 import os
 import sqlite3
-import zlib
 
 import pytest
 from click.testing import CliRunner
 
 from steerable_agent_runtime import SqliteStorage
+from steerable_agent_runtime.storage.checksum import row_crc
 from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.codes import CODES
 from steerable_agent_runtime.maintenance.check.records import USER_MESSAGE
@@ -96,7 +96,7 @@ def _many_problems(tmp_path, flips: int) -> "os.PathLike[str]":
     conn.execute("DELETE FROM history WHERE seq = 50")
     conn.execute("INSERT INTO messages (id, chat_id, created_at, data, crc) VALUES ('m1', 'nochat', 'x', ?, ?)",
                  ('{"id":"m1","chatId":"nochat","role":"user","content":"hi","createdAt":"x"}',
-                  zlib.crc32(b'{"id":"m1","chatId":"nochat","role":"user","content":"hi","createdAt":"x"}')))
+                  row_crc("messages", ("m1",), '{"id":"m1","chatId":"nochat","role":"user","content":"hi","createdAt":"x"}')))
     conn.commit()
     conn.close()
     return db

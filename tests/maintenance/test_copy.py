@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 from steerable_agent_runtime import SqliteStorage
 from steerable_agent_runtime.maintenance.copy import copy_store
-from steerable_agent_runtime.storage.schema import TABLES, row_checksum
+from steerable_agent_runtime.storage.checksum import row_crc
+from steerable_agent_runtime.storage.schema import TABLES
 from steerable_agent_runtime.storage.sqlalchemy import SqlAlchemyStorage
 
 from steerable_maint.cli import main
@@ -181,7 +182,7 @@ def test_check_url_finds_row_damage_gaps_and_orphans(pg_url, postgres):
     db = pg_url.rsplit("/", 1)[1]
     bad = '{"v":2,"type":"item","seq":4,"at":"2026-01-01T00:00:00.000000Z","message":{"role":"user"}}'
     postgres.psql("UPDATE history SET data = replace(data, '\"2\"', '\"X\"') WHERE seq = 3;"
-                  f" UPDATE history SET data = '{bad}', crc = {row_checksum(bad)} WHERE seq = 4;"
+                  f" UPDATE history SET data = '{bad}', crc = {row_crc('history', ('c1', 4), bad)} WHERE seq = 4;"
                   " DELETE FROM history WHERE seq = 8", db)
     result = invoke("check", pg_url, "--json")
     assert result.exit_code == 1

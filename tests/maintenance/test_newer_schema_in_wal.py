@@ -29,7 +29,7 @@ def _newer_only_in_wal(store: Path, dest: Path) -> Path:
 def pair(tmp_path):
     old = make_store(tmp_path / "template.db", [ChatSpec(0), ChatSpec(1)])
     newer = _newer_only_in_wal(old, tmp_path / "newer.db")
-    assert int.from_bytes(newer.read_bytes()[60:64], "big") == 1  # the db header still says 1
+    assert int.from_bytes(newer.read_bytes()[60:64], "big") == 2  # the db header still says 2 (this build's)
     fine = make_store(tmp_path / "fine.db", [ChatSpec(2)])
     return newer, fine
 

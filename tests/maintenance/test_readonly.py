@@ -97,7 +97,7 @@ def test_newer_schema_is_refused_unless_allowed(fixture_copy):
         with open_readonly(db):
             pass
     with open_readonly(db, allow_newer_schema=True) as conn:
-        assert conn.user_version == 2
+        assert conn.user_version == 3
 
 
 def test_sqlite_file_of_another_kind_is_refused(tmp_path):

@@ -361,10 +361,10 @@ def test_v1_entries_and_newer_entries_are_judged_by_the_record_version(store, tm
                      "message": {"role": "user", "content": "old"}}, separators=(",", ":"))
     v3 = json.dumps({"v": 3, "type": "item", "seq": 901, "at": "2026-01-01T00:00:00.000000Z",
                      "message": {"role": "user", "content": "new"}}, separators=(",", ":"))
-    from steerable_agent_runtime.storage.schema import row_checksum
+    from steerable_agent_runtime.storage.checksum import row_crc
     for seq, v, data in ((900, 1, v1), (901, 3, v3)):
         _edit(db, "INSERT INTO history VALUES (?,?,?,?,?,?,?)",
-              ("chat-0", seq, v, "item", "2026-01-01T00:00:00.000000Z", data, row_checksum(data)))
+              ("chat-0", seq, v, "item", "2026-01-01T00:00:00.000000Z", data, row_crc("history", ("chat-0", seq), data)))
     salvage(db, tmp_path / "out.jsonl")
     lines = {tuple(r["key"]): r for r in _lines(tmp_path / "out.jsonl") if r["table"] == "history"}
     assert lines[("chat-0", 900)]["valid"] and lines[("chat-0", 900)]["verified"]
@@ -432,10 +432,10 @@ def test_a_failing_export_worker_stops_the_others_and_salvage_falls_back(store, 
     db, rows = store
     real = salvage_parallel.write_live
 
-    def failing(conn, table, schema, fh, tally, progress, where=""):
+    def failing(conn, table, schema, fh, tally, progress, where="", **kwargs):
         if table == "history" and "BETWEEN" in where and int(where.split()[-3]) > 20:
             raise sqlite3.DatabaseError("database disk image is malformed")  # as a damaged page would
-        real(conn, table, schema, fh, tally, progress, where)
+        real(conn, table, schema, fh, tally, progress, where, **kwargs)
 
     monkeypatch.setattr(salvage_parallel, "write_live", failing)  # forked workers inherit it
     monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows: 2)
@@ -456,14 +456,14 @@ def test_a_failing_worker_behind_a_slow_one_is_still_a_read_error(store, tmp_pat
     db, rows = store
     real = salvage_parallel.write_live
 
-    def slow_then_failing(conn, table, schema, fh, tally, progress, where=""):
+    def slow_then_failing(conn, table, schema, fh, tally, progress, where="", **kwargs):
         if table == "history" and "BETWEEN" in where:
             low = int(where.split()[-3])
             if low == 1:
                 time.sleep(0.5)
             elif low > 20:
                 raise sqlite3.DatabaseError("database disk image is malformed")
-        real(conn, table, schema, fh, tally, progress, where)
+        real(conn, table, schema, fh, tally, progress, where, **kwargs)
 
     monkeypatch.setattr(salvage_parallel, "write_live", slow_then_failing)
     monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows: 4)
@@ -481,10 +481,10 @@ def test_an_export_worker_that_dies_is_a_one_line_error_and_nothing_is_published
     db, _ = store
     real = salvage_parallel.write_live
 
-    def dying(conn, table, schema, fh, tally, progress, where=""):
+    def dying(conn, table, schema, fh, tally, progress, where="", **kwargs):
         if table == "history" and "BETWEEN" in where and int(where.split()[-3]) > 20:
             os._exit(1)  # as the OOM killer would
-        real(conn, table, schema, fh, tally, progress, where)
+        real(conn, table, schema, fh, tally, progress, where, **kwargs)
 
     monkeypatch.setattr(salvage_parallel, "write_live", dying)
     monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows: 2)
@@ -566,7 +566,7 @@ def test_fast_path_exports_what_the_page_reader_exports(store, tmp_path: Path, m
     page reader's Python rendering gives (page numbers aside), for awkward text too: control
     characters, U+2028, non-ASCII, and a verified row whose data is not UTF-8."""
     from steerable_agent_runtime.maintenance.salvage import job as salvage_module
-    from steerable_agent_runtime.storage.schema import row_checksum
+    from steerable_agent_runtime.storage.checksum import row_crc
 
     db, _ = store
     odd = json.dumps({"v": 2, "type": "item", "seq": 900, "at": "2026-01-01T00:00:00.000000Z",
@@ -575,9 +575,10 @@ def test_fast_path_exports_what_the_page_reader_exports(store, tmp_path: Path, m
     not_utf8 = b'{"v":2,"type":"item","seq":901,"at":"2026-01-01T00:00:00.000000Z","message":{"role":"user","content":"\xff\xfe"}}'
     conn = sqlite3.connect(db)
     conn.execute("INSERT INTO history VALUES (?,?,?,?,?,?,?)",
-                 ("chat-0", 900, 2, "item", "2026-01-01T00:00:00.000000Z", odd, row_checksum(odd)))
+                 ("chat-0", 900, 2, "item", "2026-01-01T00:00:00.000000Z", odd, row_crc("history", ("chat-0", 900), odd)))
     conn.execute("INSERT INTO history VALUES (?,?,?,?,?,CAST(? AS TEXT),?)",
-                 ("chat-0", 901, 2, "item", "2026-01-01T00:00:00.000000Z", not_utf8, row_checksum(not_utf8)))
+                 ("chat-0", 901, 2, "item", "2026-01-01T00:00:00.000000Z", not_utf8,
+                  row_crc("history", ("chat-0", 901), not_utf8)))
     conn.commit()
     conn.close()
     fast = salvage(db, tmp_path / "fast.jsonl")
@@ -602,7 +603,7 @@ def test_live_rendering_is_byte_identical_to_the_careful_rendering(store, tmp_pa
     tokens, data that is not JSON, not UTF-8, or a BLOB, and a key that is not UTF-8."""
     from steerable_agent_runtime.maintenance.salvage.output import write_copies, write_live
     from steerable_agent_runtime.maintenance.salvage.spool import Copy, live_copies_sql
-    from steerable_agent_runtime.storage.schema import row_checksum
+    from steerable_agent_runtime.storage.checksum import register, row_crc
 
     db, _ = store
     at = "2026-01-01T00:00:00.000000Z"
@@ -617,11 +618,11 @@ def test_live_rendering_is_byte_identical_to_the_careful_rendering(store, tmp_pa
     for record_id, seq, data in odd:
         raw = data if isinstance(data, bytes) else data.encode()
         conn.execute("INSERT INTO history VALUES (CAST(? AS TEXT),?,2,'item',?,CAST(? AS TEXT),?)",
-                     (record_id, seq, at, raw, row_checksum(raw)))
+                     (record_id, seq, at, raw, row_crc("history", (record_id, seq), raw)))
     conn.execute("INSERT INTO history VALUES ('chat-1', 905, 2, 'item', ?, ?, 0)", (at, b'{"v":2}'))  # a BLOB
     conn.commit()
     conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
-    conn.create_function("row_crc", 1, row_checksum, deterministic=True)
+    register(conn)
     for table in ("history", "messages", "sessions"):
         fast, careful = tmp_path / f"fast-{table}", tmp_path / f"careful-{table}"
         fast_tally: dict = {}

@@ -6,9 +6,11 @@ minute); ``soak`` runs thousands: ``pytest tests/maintenance/test_salvage_props.
 
 For every damage class in tests/damage.py it asserts: check never crashes (a report or a
 SteerableError) and reports a checksum failure salvage found; salvage never raises; every copy it
-exports as verified has exactly the data bytes of an original row (no invented rows: the
-checksum covers ``data``); every original row whose page was not damaged is exported
-verified (rows short enough to live on one page: their leaf page is all that matters).
+exports as verified is an original row by table, identity (key and place columns: the record
+an entry belongs to, the trace of a span) AND data bytes (no invented rows, none moved under
+another key: the checksum covers both; ``flip_key`` changes key columns on purpose); every
+original row whose page was not damaged is exported verified (rows short enough to live on
+one page: their leaf page is all that matters).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.salvage import salvage
 from steerable_agent_runtime.maintenance.salvage.rows import match_table, to_row
 from steerable_agent_runtime.sqlitefile.pages import SqliteFile
+from steerable_agent_runtime.storage.checksum import IDENTITY
 from tests.damage import DAMAGES, WAL_DAMAGES, build_store, copy_store
 
 SHORT = 1000
@@ -76,10 +79,13 @@ def _check_case(work: Path, damage: str, seed: int, chats: int, entries: int) ->
     _check_reports_what_salvage_saw(db, report)
 
     lines = [json.loads(x) for x in (work / "out.jsonl").read_text(encoding="utf-8").splitlines()]
-    verified = {(r["table"], r["data"].encode()) for r in lines if r["verified"]}
-    originals = {(r.table, r.data) for r in rows}
-    assert verified <= originals, "a verified copy that is not an original row"
-    must = {(r.table, r.data) for r in rows if len(r.data) < SHORT and pristine.get((r.table, r.data)) in surviving}
+    verified = {(r["table"], tuple(r["columns"][c] for c in IDENTITY[r["table"]]), r["data"].encode())
+                for r in lines if r["verified"]}
+    originals = {(r.table, r.identity, r.data) for r in rows}
+    assert verified <= originals, f"a verified copy that is not an original row: {sorted(verified - originals)[:3]}"
+    assert not report.collisions_total, "two verified copies of one key in a store that never had them"
+    must = {(r.table, r.identity, r.data) for r in rows
+            if len(r.data) < SHORT and pristine.get((r.table, r.data)) in surviving}
     assert must <= verified, f"{len(must - verified)} rows on undamaged pages not recovered ({damage})"
     assert report.rows_written == len(lines)
 

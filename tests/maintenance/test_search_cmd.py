@@ -6,12 +6,12 @@ import asyncio
 import json
 import shutil
 import sqlite3
-import zlib
 
 import pytest
 from click.testing import CliRunner
 
 from steerable_agent_runtime import AgentSession, ChatMessage, SqliteStorage
+from steerable_agent_runtime.storage.checksum import row_crc
 from steerable_agent_runtime.maintenance.search import search
 from steerable_maint.cli import main
 
@@ -145,7 +145,7 @@ def test_undecodable_session_row_is_a_finding_not_a_crash(fixture_copy):
     conn = sqlite3.connect(db)
     broken = '{"sessionId": "s-alpha-1", "userId": '
     conn.execute("UPDATE sessions SET data = ?, crc = ? WHERE session_id = 's-alpha-1'",
-                 (broken, zlib.crc32(broken.encode())))
+                 (broken, row_crc("sessions", ("s-alpha-1",), broken)))
     conn.commit()
     conn.close()
     report = search(db, "invoice")
@@ -165,7 +165,7 @@ def test_a_session_whose_data_disagrees_is_left_out_and_named_not_a_crash(stores
     text = json.dumps(data, separators=(",", ":"))
     conn = sqlite3.connect(db)
     conn.execute("UPDATE sessions SET data = ?, crc = ? WHERE session_id = 's-chat-1-0'",
-                 (text, zlib.crc32(text.encode())))
+                 (text, row_crc("sessions", ("s-chat-1-0",), text)))
     conn.commit()
     conn.close()
     result = run(db, "apple")

@@ -176,7 +176,7 @@ def _plant_newer_entry(db) -> None:
     import sqlite3
 
     from steerable_agent_runtime import SqliteStorage
-    from steerable_agent_runtime.storage.schema import row_checksum
+    from steerable_agent_runtime.storage.checksum import row_crc
 
     from tests.helpers import item, run
 
@@ -187,7 +187,7 @@ def _plant_newer_entry(db) -> None:
            '"message":{"role":"user","content":"x"},"parts":[]}')
     conn = sqlite3.connect(db)
     conn.execute("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES ('c1', 3, 3, 'item', "
-                 "'2026-01-01T00:00:00.000000Z', ?, ?)", (raw, row_checksum(raw)))
+                 "'2026-01-01T00:00:00.000000Z', ?, ?)", (raw, row_crc("history", ("c1", 3), raw)))
     conn.commit()
     conn.close()
 

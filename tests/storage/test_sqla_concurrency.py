@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections import Counter
 
-from steerable_agent_runtime.storage.schema import row_checksum
+from steerable_agent_runtime.storage.checksum import row_crc
 from steerable_agent_runtime.storage.sqlalchemy import SqlAlchemyStorage
 
 from tests.helpers import run
@@ -57,7 +57,7 @@ def test_eight_processes_append_to_one_record_and_upsert_one_session(postgres, p
     rows = postgres.psql("SELECT data || chr(9) || crc FROM sessions", pg_url.rsplit("/", 1)[1]).splitlines()
     assert len(rows) == 1
     data, crc = rows[0].split("\t")
-    assert row_checksum(data) == int(crc)
+    assert row_crc("sessions", ("s1",), data) == int(crc)
     final = run(SqlAlchemyStorage(pg_url).get_session("s1"))
     assert final.stage_data["i"] == CALLS - 1
     print(f"{len(acked)} appends acknowledged, {len(errors)} raised HistorySeqConflictError")

@@ -20,7 +20,8 @@ from steerable_agent_runtime import (
     UsageError,
 )
 from steerable_agent_runtime.errors import StoreAuthError, StoreConnectionError
-from steerable_agent_runtime.storage.schema import TABLES, row_checksum
+from steerable_agent_runtime.storage.checksum import row_crc
+from steerable_agent_runtime.storage.schema import TABLES
 from steerable_agent_runtime.storage.sqlalchemy import SqlAlchemyStorage
 
 from tests.helpers import (
@@ -105,12 +106,12 @@ def test_newer_schema_is_refused_and_unchanged(postgres, pg_url):
     store = SqlAlchemyStorage(pg_url)
     run(store.append_history("c1", [item("a")]))
     run(store.close())
-    postgres.psql("UPDATE steerable_meta SET value = '2' WHERE key = 'schema_version'", db)
+    postgres.psql("UPDATE steerable_meta SET value = '3' WHERE key = 'schema_version'", db)
     before = postgres.psql("SELECT string_agg(data || crc, '|') FROM history", db)
     with pytest.raises(SchemaTooNewError) as err:
         run(SqlAlchemyStorage(pg_url).list_history("c1"))
     assert "newer build" in str(err.value) and "upgrade" in err.value.hint
-    assert postgres.psql("SELECT value FROM steerable_meta WHERE key = 'schema_version'", db) == "2"
+    assert postgres.psql("SELECT value FROM steerable_meta WHERE key = 'schema_version'", db) == "3"
     assert postgres.psql("SELECT string_agg(data || crc, '|') FROM history", db) == before
 
 
@@ -170,11 +171,11 @@ def test_corrupt_and_newer_rows_fail_closed_on_postgres(postgres, pg_url):
     assert [e["seq"] for e in run(store.list_history("c1", after_seq=1))] == [2]
     v3 = '{"v":3,"type":"item","seq":3,"at":"2026-01-01T00:00:00.000000Z","message":{"role":"user","content":"x"}}'
     postgres.psql(f"INSERT INTO history VALUES ('c1', 3, 3, 'item', '2026-01-01T00:00:00.000000Z', '{v3}',"
-                  f" {row_checksum(v3)})", db)
+                  f" {row_crc('history', ('c1', 3), v3)})", db)
     with pytest.raises(RecordFormatError, match="newer build"):
         run(store.list_history("c1", after_seq=1))
     bad = '{"sessionId": 5}'
-    postgres.psql(f"UPDATE sessions SET data = '{bad}', crc = {row_checksum(bad)}", db)
+    postgres.psql(f"UPDATE sessions SET data = '{bad}', crc = {row_crc('sessions', ('s1',), bad)}", db)
     with pytest.raises(RecordFormatError, match="does not parse"):
         run(store.get_session("s1"))
     run(store.close())

@@ -30,7 +30,8 @@ CODES: dict[str, Code] = {
     "schema-too-new": Code("error", "the schema (user_version) is newer than this build reads; rows were not checked",
                            "upgrade steerable-maint to a build that reads this schema; the file was not modified"),
     "schema-too-old": Code("warning", "the schema version is older than this build's",
-                           "open the store once with the app so it upgrades the schema"),
+                           "open the store once with the app: it upgrades the"
+                           " schema in one transaction; until then its checksums do not cover the key columns"),
     "schema-missing-table": Code("error", "a table of the schema is missing",
                                  "the file is not a complete store; export what is there with"
                                  " `steerable-maint salvage DB --out rows.jsonl`"),

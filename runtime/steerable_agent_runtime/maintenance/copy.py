@@ -2,7 +2,9 @@
 
 ``copy_store(SRC.db, to=URL_OR_PATH)`` moves rows unchanged: the ``data`` bytes, ``crc`` and
 indexed columns of each row of every table (storage/schema.TABLES) are inserted as they are,
-so ``steerable-maint check`` finds the same rows on both sides.
+so ``steerable-maint check`` finds the same rows on both sides. (A source of an older schema
+is verified with its own checksum rule and its rows get this build's checksum,
+storage/checksum.py, so the destination is current.)
 
 Guarantees:
 - The source is read read-only (maintenance/readonly.read_store: no lease, no checkpoint,
@@ -32,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NotAStoreError
-from ..storage.schema import TABLES, row_checksum
+from ..storage.checksum import IDENTITY, Checker, row_crc, store_checker
+from ..storage.schema import TABLES
 from .readonly import ReadOnlyConnection, read_store
 from .report import Finding, JobReport, Progress, no_progress
 
@@ -89,7 +92,7 @@ def _destination(source: str | os.PathLike[str], to: str, *, create: bool) -> It
     from ..storage.sqlalchemy import SqlAlchemyStorage
 
     if is_url(to):
-        store = SqlAlchemyStorage(to, create=create)
+        store = SqlAlchemyStorage(to, create=create, upgrade=create)
         if store.backend == "sqlite":
             refuse_same_store(source, store.url.database or "")
         yield store, store.where
@@ -97,7 +100,7 @@ def _destination(source: str | os.PathLike[str], to: str, *, create: bool) -> It
     refuse_same_store(source, to)
     _, lease = claim(to, allow_missing=True, write=True)
     try:
-        yield SqlAlchemyStorage(f"sqlite+aiosqlite:///{Path(to).resolve()}", create=create), str(to)
+        yield SqlAlchemyStorage(f"sqlite+aiosqlite:///{Path(to).resolve()}", create=create, upgrade=create), str(to)
     finally:
         lease.release()
 
@@ -117,11 +120,12 @@ def _copy_table(conn: ReadOnlyConnection, loop: asyncio.AbstractEventLoop, dest:
     spec = TABLES[table]
     cols = ", ".join(spec.all_columns[:-2])
     cursor = conn.execute(f"SELECT {cols}, CAST(data AS BLOB), crc FROM {table} ORDER BY rowid")
+    ok = store_checker(conn)
     for name in ("rows", "copied", "already", "skipped"):
         getattr(report, name)[table] = 0
     while rows := cursor.fetchmany(batch):
         report.rows[table] += len(rows)
-        good = [row for row in (_checked(table, row, report) for row in rows) if row is not None]
+        good = [row for row in (_checked(table, row, report, ok) for row in rows) if row is not None]
         stored = loop.run_until_complete(dest.stored_rows(table, [_key(table, r) for r in good])) if dest else {}
         fresh = [r for r in good if not _known(table, r, stored.get(_key(table, r)), report)]
         if not dry_run and fresh:
@@ -137,11 +141,17 @@ def _key(table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(row[spec.all_columns.index(k)] for k in spec.key)
 
 
-def _checked(table: str, row: tuple[Any, ...], report: CopyReport) -> tuple[Any, ...] | None:
-    """The row with ``data`` as text, or None (and a finding) when its bytes fail their CRC."""
+def _identity(table: str, row: tuple[Any, ...]) -> list[Any]:
+    spec = TABLES[table]
+    return [row[spec.all_columns.index(c)] for c in IDENTITY[table]]
+
+
+def _checked(table: str, row: tuple[Any, ...], report: CopyReport, ok: Checker) -> tuple[Any, ...] | None:
+    """The row with ``data`` as text and this build's checksum, or None (and a finding) when
+    it fails the checksum rule of the source's schema version (``ok``)."""
     data, crc = row[-2], row[-1]
     problem = None
-    if data is None or row_checksum(data) != crc:
+    if not ok(table, _identity(table, row), data, crc):
         problem = "its data bytes do not match their CRC-32"
     else:
         try:
@@ -155,7 +165,7 @@ def _checked(table: str, row: tuple[Any, ...], report: CopyReport) -> tuple[Any,
             message=f"{table} {_key(table, row)!r}: {problem}; not copied",
             hint="run `steerable-maint check DB` and `steerable-maint salvage` on the source"))
         return None
-    return (*row[:-2], text, crc)
+    return (*row[:-2], text, row_crc(table, _identity(table, row), text))
 
 
 def _known(table: str, row: tuple[Any, ...], stored: tuple[bytes, int] | None, report: CopyReport) -> bool:
@@ -176,7 +186,7 @@ def _known(table: str, row: tuple[Any, ...], stored: tuple[bytes, int] | None, r
 
 def _verified_copy(table: str, row: tuple[Any, ...], stored: tuple[bytes, int] | None, report: CopyReport) -> bool:
     data = row[-2].encode("utf-8")
-    if stored is not None and stored == (data, row[-1]) and row_checksum(stored[0]) == stored[1]:
+    if stored is not None and stored == (data, row[-1]) and row_crc(table, _identity(table, row), stored[0]) == stored[1]:
         return True
     report.skipped[table] += 1
     report.findings.append(Finding(

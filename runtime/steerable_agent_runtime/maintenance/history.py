@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from typing import Any
 
 from pydantic import BaseModel
 
 from ..errors import RecordFormatError, UsageError
 from ..history import parse_entry, transcript_from
+from ..storage.checksum import store_checker
 from ..storage.schema import CHECKPOINT_WHERE
 from .codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
@@ -100,19 +100,21 @@ def _refuse_unknown_chat(conn: ReadOnlyConnection, record_id: str) -> None:
 
 
 def _read(conn: ReadOnlyConnection, record_id: str, from_seq: int, tick: Progress) -> list[EntryView]:
-    sql = ("SELECT seq, v, type, at, CAST(data AS BLOB), crc FROM history WHERE record_id = ? AND seq >= ?"
-           " ORDER BY seq")
+    sql = ("SELECT seq, v, type, at, CAST(data AS BLOB), crc, CAST(record_id AS BLOB) FROM history"
+           " WHERE record_id = ? AND seq >= ? ORDER BY seq")
     views = []
-    for done, (seq, v, kind, at, data, crc) in enumerate(conn.execute(sql, (record_id, from_seq))):
+    ok = store_checker(conn)
+    for done, (seq, v, kind, at, data, crc, rid) in enumerate(conn.execute(sql, (record_id, from_seq))):
         if not done % 1024:
             tick("entries", done, None)
-        views.append(_view(record_id, seq, v, kind, at, data, crc))
+        views.append(_view(record_id, seq, v, kind, at, data, crc if ok("history", (rid, seq), data, crc) else None))
     return views
 
 
-def _view(record_id: str, seq: int, v: Any, kind: Any, at: Any, data: bytes | None, crc: int) -> EntryView:
+def _view(record_id: str, seq: int, v: Any, kind: Any, at: Any, data: bytes | None, crc: int | None) -> EntryView:
+    """``crc`` is None when the row failed its checksum."""
     base = {"seq": seq, "v": v, "type": kind, "at": at}
-    if data is None or zlib.crc32(data) != crc:
+    if data is None or crc is None:
         return EntryView(**base, readable=False, problem=f"record {record_id!r} seq {seq}: stored bytes do not match"
                          " their CRC-32 (silent corruption)")
     try:

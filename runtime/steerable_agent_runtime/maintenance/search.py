@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from typing import Any
 
 from ..errors import UsageError
+from ..storage.checksum import identity_sql, store_checker
 from ..storage.schema import has_fts
 from ..storage.search import matching_chats
 from .codes import FindingLog
@@ -64,10 +64,11 @@ def search(path: str | os.PathLike[str], query: str, *, limit: int = 20,
 
 def _sessions(conn: ReadOnlyConnection, chat_id: str, log: FindingLog) -> list[dict[str, Any]]:
     found = []
-    sql = ("SELECT session_id, CAST(data AS BLOB), crc FROM sessions WHERE chat_id = ?"
+    sql = (f"SELECT session_id, CAST(data AS BLOB), crc, {identity_sql('sessions')} FROM sessions WHERE chat_id = ?"
            " ORDER BY created_at, session_id")
-    for session_id, data, crc in conn.execute(sql, (chat_id,)):
-        if data is None or zlib.crc32(data) != crc:
+    ok = store_checker(conn)
+    for session_id, data, crc, *identity in conn.execute(sql, (chat_id,)):
+        if not ok("sessions", identity, data, crc):
             log.add("row-checksum-mismatch", f"sessions {session_id!r}: data bytes do not match their CRC-32;"
                     " not shown", table="sessions", key=session_id)
             continue

@@ -43,7 +43,7 @@ from ..models import HarnessTrace, TraceEvent, TraceSpan, WireModel, normalize_t
 from ..tracing.otlp import DEFAULT_SERVICE_NAME, TraceBundle, encode_request, export_request
 from ..tracing.exporter import ExportResult, OtlpHttpExporter
 from ..privatefile import atomic_output
-from ..storage.schema import row_checksum
+from ..storage.checksum import Checker, identity_sql, store_checker
 from .duration import HINT as DURATION_HINT
 from .duration import cutoff_timestamp, parse_duration
 from .readonly import read_store
@@ -90,8 +90,9 @@ def since_cutoff(since: str | None, now: datetime | None = None) -> str | None:
 
 
 # reading --------------------------------------------------------------------------------
-def _load(model: type[M], table: str, key: str, data: Any, crc: Any) -> M:
-    if data is None or row_checksum(data) != crc:
+def _load(model: type[M], table: str, ok: Checker, row: tuple[Any, ...]) -> M:
+    key, data, crc = row[:3]
+    if not ok(table, row[3:], data, crc):
         raise DataIntegrityError(f"{table} {key!r}: stored bytes do not match their checksum (silent corruption)",
                                  table=table, key=key)
     try:
@@ -112,16 +113,20 @@ def _select_traces(conn: sqlite3.Connection, session_id: str | None, chat_id: st
     if since is not None:
         where.append("started_at >= ?")
         params.append(since)
-    sql = "SELECT trace_id, data, crc FROM traces"
+    sql = f"SELECT trace_id, data, crc, {identity_sql('traces')} FROM traces"
     sql += (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at, trace_id"
-    return [_load(HarnessTrace, "traces", key, data, crc) for key, data, crc in conn.execute(sql, params)]
+    ok = store_checker(conn)
+    return [_load(HarnessTrace, "traces", ok, row) for row in conn.execute(sql, params)]
 
 
 def _read_bundle(conn: sqlite3.Connection, trace: HarnessTrace) -> TraceBundle:
-    spans = [_load(TraceSpan, "spans", key, data, crc) for key, data, crc in conn.execute(
-        "SELECT span_id, data, crc FROM spans WHERE trace_id = ? ORDER BY start_at, span_id", (trace.trace_id,))]
-    events = [_load(TraceEvent, "events", key, data, crc) for key, data, crc in conn.execute(
-        "SELECT event_id, data, crc FROM events WHERE trace_id = ? ORDER BY at, event_id", (trace.trace_id,))]
+    ok = store_checker(conn)
+    spans = [_load(TraceSpan, "spans", ok, row) for row in conn.execute(
+        f"SELECT span_id, data, crc, {identity_sql('spans')} FROM spans WHERE trace_id = ? ORDER BY start_at, span_id",
+        (trace.trace_id,))]
+    events = [_load(TraceEvent, "events", ok, row) for row in conn.execute(
+        f"SELECT event_id, data, crc, {identity_sql('events')} FROM events WHERE trace_id = ? ORDER BY at, event_id",
+        (trace.trace_id,))]
     return TraceBundle(trace=trace, spans=spans, events=events)
 
 

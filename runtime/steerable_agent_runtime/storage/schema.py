@@ -1,13 +1,15 @@
 """The SQLite schema of a steerable store: tables, indexes, version markers, checksums.
 
-Every entity table keeps the entity's full canonical JSON in ``data`` and a CRC-32 of the
-UTF-8 bytes of ``data`` in ``crc``; the filter/order fields are duplicated into indexed
+Every entity table keeps the entity's full canonical JSON in ``data`` and a CRC-32 binding
+``data`` to the row's key columns in ``crc`` (storage/checksum.py; schema version 1 covered
+``data`` alone, see storage/upgrade.py); the filter/order fields are duplicated into indexed
 columns. ``TABLES`` describes each table for the maintenance jobs (check, archive, salvage)
 so none of them hard-codes column lists of its own.
 
 ``PRAGMA application_id`` = APPLICATION_ID marks the file as a steerable store;
 ``PRAGMA user_version`` = SCHEMA_VERSION is the schema version. A file whose user_version
-is above SCHEMA_VERSION was written by a newer build and is refused whole.
+is above SCHEMA_VERSION was written by a newer build and is refused whole; one below it
+is read with its own checksum rule and upgraded by the app on open (storage/upgrade.py).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import zlib
 from dataclasses import dataclass
 
 APPLICATION_ID = 0x53544552  # "STER"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def row_checksum(data: str | bytes) -> int:
-    """CRC-32 of the UTF-8 bytes of a row's ``data`` column (unsigned, 0..2**32-1)."""
+    """CRC-32 of the UTF-8 bytes of a row's ``data`` column (unsigned, 0..2**32-1): the
+    checksum rule of schema version 1. The current rule is storage.checksum.row_crc."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     return zlib.crc32(data)

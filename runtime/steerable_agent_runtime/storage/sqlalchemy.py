@@ -80,8 +80,9 @@ from .schema import (
     CHECKPOINT_WHERE,
     SCHEMA_VERSION,
     TABLES,
-    row_checksum,
 )
+from .checksum import IDENTITY, row_crc
+from .upgrade import UpgradeProgress
 from .search import (
     _DAMAGE_WORDS,
     _FTS_SQL,
@@ -123,8 +124,15 @@ def parse_url(url: str | URL) -> URL:
 class SqlAlchemyStorage:
     """A StorageAdapter on a database server (PostgreSQL) or a SQLite file, through SQLAlchemy."""
 
-    def __init__(self, url: str | URL, *, create: bool = True, pool_size: int = 5) -> None:
+    def __init__(self, url: str | URL, *, create: bool = True, pool_size: int = 5,
+                 upgrade: bool = True, on_upgrade: UpgradeProgress | None = None) -> None:
         self.url = parse_url(url)
+        self.upgrade = upgrade
+        """Whether open() upgrades an older schema (False for read-only jobs: check)."""
+        self.on_upgrade = on_upgrade
+        """``on_upgrade(done, total)``: progress of an upgrade from an older schema on open."""
+        self.upgraded_rows: int | None = None
+        """Rows rewritten by the upgrade this open ran (None: the store was current)."""
         self.where = self.url.render_as_string(hide_password=True)
         self.backend = self.url.get_backend_name()
         self.create = create
@@ -191,7 +199,8 @@ class SqlAlchemyStorage:
 
     # opening --------------------------------------------------------------------------
     async def open(self) -> Self:
-        """Connect, check the markers and create the schema on an empty database.
+        """Connect, check the markers and create the schema on an empty database; upgrade a
+        store of an older schema in one transaction (unless ``upgrade=False``).
 
         Raises StoreConnectionError / StoreAuthError, NotAStoreError (tables of something
         else; no schema with ``create=False``), SchemaTooNewError; nothing is created then.
@@ -204,10 +213,21 @@ class SqlAlchemyStorage:
                 raise NotAStoreError(f"{self.where}: has no steerable schema", path=self.where,
                                      hint="call `await store.create_schema()` (or open with create=True)")
             await self.create_schema()
+        elif self.upgrade:
+            await self._upgrade()
         if self.backend == "sqlite":
             self.fts = await self._sqlite_has_fts()
         self._opened = True
         return self
+
+    async def _upgrade(self) -> None:
+        """Upgrade an older schema in one transaction (storage/sqla_upgrade.py); sets
+        ``upgraded_rows`` (None when the store was current)."""
+        from .sqla_upgrade import upgrade_rows
+
+        async with self._connect(write=True, check=False) as conn:
+            self.upgraded_rows = await upgrade_rows(conn, backend=self.backend, blob=self._blob, where=self.where,
+                                                    progress=self.on_upgrade)
 
     def _precheck_sqlite_file(self) -> None:
         path = Path(self.url.database or "")
@@ -280,12 +300,13 @@ class SqlAlchemyStorage:
     # entity helpers -------------------------------------------------------------------
     async def _put(self, table: str, cols: dict[str, Any], data: str) -> None:
         async with self._connect(write=True) as conn:
-            await conn.execute(_upsert_sql(table, tuple(cols)), {**cols, "data": data, "crc": row_checksum(data)})
+            crc = row_crc(table, [cols[c] for c in IDENTITY[table]], data)
+            await conn.execute(_upsert_sql(table, tuple(cols)), {**cols, "data": data, "crc": crc})
 
     async def _get(self, model: type[M], table: str, where: str, params: dict[str, Any], order: str = "",
                    limit: int | None = None) -> list[M]:
         key = self._pos if table == "messages" else TABLES[table].key[0]
-        sql = f"SELECT {self._data}, crc, {key} FROM {table} WHERE {where} {order}"
+        sql = f"SELECT {self._data}, crc, {key}, {', '.join(IDENTITY[table])} FROM {table} WHERE {where} {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         async with self._connect() as conn:
@@ -400,14 +421,15 @@ class SqlAlchemyStorage:
             if prepared:
                 await conn.execute(_INSERT_HISTORY, [
                     {"r": record_id, "seq": p.seq, "v": p.v, "type": p.type, "at": p.at, "data": p.data,
-                     "crc": row_checksum(p.data)} for p in prepared])
+                     "crc": row_crc("history", (record_id, p.seq), p.data)} for p in prepared])
         return [p.as_dict() for p in prepared]
 
     async def list_history(
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
         limit: int | None = None, reverse: bool = False,
     ) -> list[dict[str, Any]]:
-        sql = (f"SELECT {self._data}, crc, seq FROM history WHERE record_id = :r AND seq > :a AND seq <= :u"
+        sql = (f"SELECT {self._data}, crc, seq, record_id, seq FROM history WHERE record_id = :r AND seq > :a"
+               " AND seq <= :u"
                f" ORDER BY seq {'DESC' if reverse else 'ASC'}")
         if limit is not None:
             sql += f" LIMIT {max(int(limit), 0)}"
@@ -594,9 +616,10 @@ async def _inspect_postgres(conn: AsyncConnection, where: str) -> str:
 
 
 def _verified(table: str, row: Sequence[Any], record_id: str | None = None) -> str | bytes:
-    """The row's data, after checking its bytes against the stored CRC-32."""
+    """The row's data, after checking it and the row's identity columns (row[3:]) against the
+    stored CRC-32 (storage/checksum.py)."""
     data, crc, key = row[0], row[1], row[2]
-    if data is None or row_checksum(data) != crc:
+    if data is None or row_crc(table, row[3:], data) != crc:
         where = f"record {record_id!r} seq {key}" if record_id is not None else f"key {key}"
         raise DataIntegrityError(f"{table} {where}: stored bytes do not match their checksum (silent corruption)",
                                  table=table, record_id=record_id, seq=key if record_id is not None else None)

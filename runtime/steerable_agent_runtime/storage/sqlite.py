@@ -16,8 +16,12 @@ Guarantees:
   the first open leaves no file or a complete store.
 - Every write is one transaction; an acknowledged write (the awaited call returned) is
   committed with ``synchronous=FULL`` by default, so it survives kill -9 and power loss.
-- Every read verifies each row's checksum and raises DataIntegrityError on a mismatch:
-  no read path returns silently corrupted data or skips a row.
+- Every read verifies each row's checksum (``data`` bound to the row's key columns,
+  storage/checksum.py) and raises DataIntegrityError on a mismatch: no read path returns
+  silently corrupted data or skips a row.
+- A store of an older schema version is upgraded on open, in one transaction, before the
+  constructor returns (storage/upgrade.py; ``on_upgrade(done, total)`` reports progress);
+  ``upgraded_from`` says from which version.
 
 All methods are ``async`` (uniform with the protocol); the SQLite calls are short local
 I/O made inline, serialised by a lock so the object may be shared across threads.
@@ -40,8 +44,10 @@ from .fileprobe import probe, refuse_foreign, refuse_newer_schema
 from .lease import WriteLease
 from .markers import precheck_wal_markers
 from .newstore import create_store
-from .schema import APPLICATION_ID, CHECKPOINT_WHERE, create_schema, has_fts, row_checksum
+from .checksum import IDENTITY, identity_sql, row_crc
+from .schema import APPLICATION_ID, CHECKPOINT_WHERE, SCHEMA_VERSION, create_schema, has_fts
 from .search import SEARCH_CANDIDATES, matching_chats
+from .upgrade import UpgradeProgress, upgrade_store
 
 M = TypeVar("M", bound=WireModel)
 _MAX_SEQ = 2**62
@@ -51,8 +57,12 @@ class SqliteStorage:
     """The durable store of one database file, owned exclusively while open."""
 
     def __init__(self, path: str | os.PathLike[str], *,
-                 synchronous: Literal["FULL", "NORMAL"] = "FULL") -> None:
+                 synchronous: Literal["FULL", "NORMAL"] = "FULL",
+                 on_upgrade: UpgradeProgress | None = None) -> None:
         self.path = Path(path)
+        self.upgraded_from: int | None = None
+        """The schema version this open upgraded the store from (None: it was current)."""
+        self._on_upgrade = on_upgrade
         found = probe(self.path, allow_missing=True)
         refuse_foreign(found, self.path)
         refuse_newer_schema(found, self.path)
@@ -97,6 +107,9 @@ class SqliteStorage:
             conn.execute("PRAGMA journal_mode = WAL")
         if not tables:
             create_schema(conn)
+        elif version < SCHEMA_VERSION:
+            upgrade_store(conn, version, self.path, self._on_upgrade)
+            self.upgraded_from = version
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -156,12 +169,13 @@ class SqliteStorage:
         updates = ", ".join(f"{n} = excluded.{n}" for n in names[1:])
         sql = (f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
                f" ON CONFLICT({key}) DO UPDATE SET {updates}")
+        crc = row_crc(table, [cols[c] for c in IDENTITY[table]], data)
         with self._write() as conn:
-            conn.execute(sql, (*cols.values(), data, row_checksum(data)))
+            conn.execute(sql, (*cols.values(), data, crc))
 
     def _get(self, model: type[M], table: str, where: str, params: Iterable[Any], order: str = "",
              limit: int | None = None) -> list[M]:
-        sql = f"SELECT CAST(data AS BLOB), crc, rowid FROM {table} WHERE {where} {order}"
+        sql = f"SELECT CAST(data AS BLOB), crc, rowid, {_IDENTITY_SQL[table]} FROM {table} WHERE {where} {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [model.model_validate_json(_verified(table, row)) for row in self._read(sql, params)]
@@ -257,7 +271,8 @@ class SqliteStorage:
             prepared = prepare_append(record_id, entries, (head or 0) + 1)
             conn.executemany(
                 "INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(record_id, p.seq, p.v, p.type, p.at, p.data, row_checksum(p.data)) for p in prepared],
+                [(record_id, p.seq, p.v, p.type, p.at, p.data, row_crc("history", (record_id, p.seq), p.data))
+                 for p in prepared],
             )
         return [p.as_dict() for p in prepared]
 
@@ -265,7 +280,8 @@ class SqliteStorage:
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
         limit: int | None = None, reverse: bool = False,
     ) -> list[dict[str, Any]]:
-        sql = ("SELECT CAST(data AS BLOB), crc, seq FROM history WHERE record_id = ? AND seq > ? AND seq <= ?"
+        sql = ("SELECT CAST(data AS BLOB), crc, seq, CAST(record_id AS BLOB), seq FROM history"
+               " WHERE record_id = ? AND seq > ? AND seq <= ?"
                f" ORDER BY seq {'DESC' if reverse else 'ASC'} LIMIT ?")
         rows = self._read(sql, (record_id, after_seq or 0, _MAX_SEQ if until_seq is None else until_seq,
                                 -1 if limit is None else max(limit, 0)))
@@ -295,10 +311,14 @@ class SqliteStorage:
         return found
 
 
+_IDENTITY_SQL = {table: identity_sql(table) for table in IDENTITY}
+
+
 def _verified(table: str, row: tuple[Any, ...], record_id: str | None = None) -> bytes:
-    """The row's data bytes, after checking them against the stored CRC-32."""
+    """The row's data bytes, after checking them and the row's identity columns (row[3:])
+    against the stored CRC-32 (storage/checksum.py)."""
     data, crc, key = row[0], row[1], row[2]
-    if data is None or row_checksum(data) != crc:
+    if data is None or row_crc(table, row[3:], data) != crc:
         where = f"record {record_id!r} seq {key}" if record_id is not None else f"rowid {key}"
         raise DataIntegrityError(f"{table} {where}: stored bytes do not match their checksum (silent corruption)",
                                  table=table, record_id=record_id, seq=key if record_id is not None else None)

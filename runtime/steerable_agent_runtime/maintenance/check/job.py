@@ -109,7 +109,8 @@ def _readable_tables(conn: ReadOnlyConnection, log: FindingLog) -> set[str]:
                 f" reads up to {SCHEMA_VERSION}); rows were not checked")
         return set()
     if conn.user_version < SCHEMA_VERSION:
-        log.add("schema-too-old", f"schema version {conn.user_version}, this build's is {SCHEMA_VERSION}")
+        log.add("schema-too-old", f"schema version {conn.user_version}, this build's is {SCHEMA_VERSION}:"
+                " its rows were checked with the checksum rule of their version (data only, not the key columns)")
     present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for name in TABLES:
         if name not in present:

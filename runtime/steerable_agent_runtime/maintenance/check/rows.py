@@ -1,7 +1,8 @@
 """check's per-row pass: checksum, JSON, shape and indexed columns of every row.
 
 One sequential scan per table (rowid order: the cheapest order SQLite can read). For each
-row: CRC-32 of ``CAST(data AS BLOB)`` against ``crc``; ``json.loads``; the cheap shape of
+row: the checksum of its key columns and ``CAST(data AS BLOB)`` against ``crc``
+(storage/checksum.py, with the rule of the store's schema version); ``json.loads``; the cheap shape of
 its entity (shapes.py); each indexed column against the JSON field it duplicates. History
 rows also feed :class:`RecordStats` (versions per record), which recordcheck turns into the
 downgrade and legacy findings. A row with a problem is counted and the scan goes on.
@@ -18,6 +19,7 @@ from typing import Any
 from pydantic_core import from_json
 
 from ...history import ENTRY_TYPES, RECORD_FORMAT_VERSION
+from ...storage.checksum import IDENTITY, covers_key, identity_bytes
 from ...storage.schema import TableSpec
 from ..codes import FindingLog
 from .shapes import ROLES, SHAPES, entry_shape
@@ -76,13 +78,14 @@ def _first(slots: dict[Any, list[int]], key: Any, seq: int) -> None:
 
 def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick, where: str = "") -> int:
     """Check every history row (``where``: a rowid range); return how many rows were read."""
+    keyed = _keyed(conn)
     cursor = conn.execute(f"SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc FROM history {where}")
-    crc32, loads, n, plain = zlib.crc32, from_json, 0, 0
+    crc32, loads, ident, n, plain = zlib.crc32, from_json, identity_bytes, 0, 0
     for record_id, seq, v_col, type_col, at_col, data, crc in cursor:
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
-        if data is None or crc32(data) != crc:
+        if data is None or crc32(data, crc32(ident((record_id, seq))) if keyed else 0) != crc:
             log.add("row-checksum-mismatch", f"history record {record_id!r} seq {seq}: data bytes do not match"
                     " their CRC-32", table="history", record_id=record_id, seq=seq)
             continue
@@ -151,14 +154,17 @@ def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where
     """Check every row of a non-history table (``where``: a rowid range); return how many rows were read."""
     pairs = [(c, f) for c, f in spec.columns.items() if f]
     names, key = [f for _, f in pairs], spec.key[0]
-    sql = f"SELECT {key}, {', '.join(c for c, _ in pairs)}, CAST(data AS BLOB), crc FROM {spec.name} {where}"
-    shape, crc32, loads, n = SHAPES[spec.name], zlib.crc32, from_json, 0
-    for row in conn.execute(sql):
+    identity = IDENTITY[spec.name]
+    sql = (f"SELECT {key}, {', '.join(c for c, _ in pairs)}, CAST(data AS BLOB), crc, {', '.join(identity)}"
+           f" FROM {spec.name} {where}")
+    shape, crc32, loads, ident, n = SHAPES[spec.name], zlib.crc32, from_json, identity_bytes, 0
+    keyed, cut = _keyed(conn), len(pairs) + 1
+    for whole in conn.execute(sql):
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
-        data, crc = row[-2], row[-1]
-        if data is None or crc32(data) != crc:
+        row, data, crc = whole[:cut + 2], whole[cut], whole[cut + 1]
+        if data is None or crc32(data, crc32(ident(whole[cut + 2:])) if keyed else 0) != crc:
             log.add("row-checksum-mismatch", f"{spec.name} {row[0]!r}: data bytes do not match their CRC-32",
                     table=spec.name, key=str(row[0]))
             continue
@@ -174,6 +180,11 @@ def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where
         elif tuple(map(obj.get, names)) != row[1:-2]:
             _column_finding(spec.name, row, pairs, obj, log)
     return n
+
+
+def _keyed(conn: Any) -> bool:
+    """Whether the store's checksums cover the key columns (schema version 2 and later)."""
+    return covers_key(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _column_finding(table: str, row: tuple[Any, ...], pairs: list[tuple[str, str]], obj: dict[str, Any],

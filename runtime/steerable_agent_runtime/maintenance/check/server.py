@@ -34,7 +34,7 @@ def check_url(url: str, *, quick: bool = False, max_per_code: int = 20, progress
     from ...storage.sqlalchemy import SqlAlchemyStorage
 
     tick = progress or no_progress
-    store = SqlAlchemyStorage(url, create=False)
+    store = SqlAlchemyStorage(url, create=False, upgrade=False)  # read-only: an older schema is reported, not upgraded
     workdir = Path(tempfile.mkdtemp(prefix="steerable-check-"))
     try:
         mirror = workdir / "mirror.db"

@@ -38,7 +38,7 @@ def harvest_all(db: SqliteFile, spool: Spool, tally: Tally, progress: Callable[[
     for root, name in roots.items():
         origin = Origin("btree", None, None, True, LIVE, True)
         # An unknown name (a full-text index table, or a damaged name) is matched by shape.
-        _store(spool, tally, _rows(walk_tree(db, root), name if name in TABLES else None, origin))
+        _store(spool, tally, _rows(walk_tree(db, root), name if name in TABLES else None, origin, spool.keyed))
     harvest_free(db, spool, tally, scan_loose=True, progress=progress)
 
 
@@ -53,7 +53,7 @@ def harvest_free(db: SqliteFile, spool: Spool, tally: Tally, *, scan_loose: bool
     for pgno, image, on_free in pages:
         origin = Origin("freelist" if on_free else "unallocated", pgno, None, True,
                         STALE if on_free else UNALLOCATED, not on_free)
-        _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin))
+        _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin, spool.keyed))
     harvest_wal(db, spool, tally)
 
 
@@ -72,12 +72,12 @@ def harvest_wal(db: SqliteFile, spool: Spool, tally: Tally) -> None:
             end = bisect.bisect_left(commits, frame.index)
             as_of = commits[end] if end < len(commits) else len(db.wal.frames) - 1
             origin = Origin("wal", frame.pgno, frame.index, frame.state == "committed", STALE + 1 + frame.index, False)
-            _store(spool, tally, _rows(leaf_cells(db, image, frame.pgno, as_of=as_of), None, origin))
+            _store(spool, tally, _rows(leaf_cells(db, image, frame.pgno, as_of=as_of), None, origin, spool.keyed))
     for pgno in sorted(db.wal.live):
         image = db.db_image(pgno)
         if image is not None and _is_leaf(db, pgno, image):
             origin = Origin("btree", pgno, None, True, STALE, False)
-            _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin))
+            _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin, spool.keyed))
 
 
 def _is_leaf(db: SqliteFile, pgno: int, image: bytes) -> bool:
@@ -85,18 +85,20 @@ def _is_leaf(db: SqliteFile, pgno: int, image: bytes) -> bool:
     return head is not None and head.kind == TABLE_LEAF and head.cell_count > 0
 
 
-def _rows(cells: Iterator[Cell], table: str | None, origin: Origin) -> Iterator[tuple[Row | None, Origin, bool]]:
+def _rows(cells: Iterator[Cell], table: str | None, origin: Origin, keyed: bool = True
+          ) -> Iterator[tuple[Row | None, Origin, bool]]:
     """(row, origin, looks_ours) per decodable cell; row None when no table fits it.
 
     ``table`` None means the tree is not known to be an entity table: match by shape.
+    ``keyed``: the store's checksums cover the key columns (rows.to_row).
     """
     for cell in cells:
         if cell.fields is None:
             continue
-        row = to_row(table, cell.fields) if table else None
+        row = to_row(table, cell.fields, keyed=keyed) if table else None
         if row is None:  # unknown tree, or a damaged pointer led into another table's page
             name = match_table(cell.fields)
-            row = to_row(name, cell.fields) if name else None
+            row = to_row(name, cell.fields, keyed=keyed) if name else None
         page = origin.page if origin.page is not None else cell.page
         yield row, Origin(origin.source, page, origin.frame, origin.committed, origin.rank, origin.placeable), \
             _looks_ours(cell.fields)

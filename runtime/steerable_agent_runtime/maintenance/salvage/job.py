@@ -25,11 +25,15 @@ Every copy of every row goes to ``out`` as one JSON object:
   ``page`` (null on the fast path) and ``frame`` (WAL frame index);
 - ``committed``: false for WAL frames outside the committed WAL (uncommitted, torn, or left
   from an earlier WAL generation): such copies are reported, never mixed in;
-- ``verified``: the stored CRC-32 matches ``data`` (storage.schema.row_checksum; key
-  columns are not covered by it); ``valid``: ``data`` validates against the current
+- ``verified``: the stored CRC-32 matches the row's key columns and ``data``
+  (storage.checksum.row_crc: one flipped byte in a key column fails it too). A store of
+  schema version 1 has checksums over ``data`` alone: its rows are verified with that rule,
+  the report's ``keys_covered`` is false and a warning finding says so; ``valid``: ``data`` validates against the current
   models / record version and the indexed columns agree with it;
 - ``superseded``: another copy of the key won (the newest committed copy wins: live tree,
-  then unallocated pages, then newer WAL frames, then a verified copy).
+  then unallocated pages, then newer WAL frames, then a verified copy). Two verified
+  newest copies with different data are a key collision: listed in ``collisions`` (an
+  error finding) and never placed by rebuild.
 
 ``rebuild`` writes a fresh store from the newest verified copy of each key found on a live
 or orphaned page (see :mod:`.salvage_output`); the rest is listed in the report. The
@@ -43,6 +47,7 @@ DatabaseDamagedError (the store kept changing under three attempts). Never print
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
@@ -110,6 +115,14 @@ class SalvageReport(JobReport):
     rebuilt: dict[str, int] = {}
     unplaced: list[UnplacedRow] = []
     unplaced_total: int = 0
+    schema_version: int | None = None
+    """The store's schema version (its header's; None when the header is lost)."""
+    keys_covered: bool = True
+    """Whether the store's checksums cover the key columns (schema version 2 and later)."""
+    collisions: list[UnplacedRow] = []
+    """Keys whose newest committed copies include two verified ones that disagree (at most
+    UNPLACED_LISTED; ``collisions_total`` counts them all)."""
+    collisions_total: int = 0
 
     @property
     def complete(self) -> bool:
@@ -275,6 +288,9 @@ def _collect(snapshot: _Snapshot, spool: Spool, report: SalvageReport, step: Pro
     with SqliteFile(snapshot.db, snapshot.wal) as pages:
         _refuse_foreign(pages, report)
         report.page_size, report.page_size_source = pages.page_size, pages.page_size_source
+        if pages.header.magic_ok:
+            report.schema_version = spool.version = pages.header.user_version
+        report.keys_covered = spool.keyed
         tally = Tally()
         # mode=ro never changes the copy's bytes, except that a 0-byte db makes SQLite drop
         # the -wal (DESIGN.md): hence the size check, so the page reader still sees it.
@@ -294,6 +310,10 @@ def _collect(snapshot: _Snapshot, spool: Spool, report: SalvageReport, step: Pro
         if pages.wal is not None:
             report.wal_frames = {s: sum(f.state == s for f in pages.wal.frames) for s in ("committed", "uncommitted", "invalid")}
     spool.finish()
+    clashes = sorted(spool.collisions())
+    report.collisions_total = len(clashes)
+    report.collisions = [UnplacedRow(table=t, key=json.loads(k), reason="verified copies with different data")
+                         for t, k in clashes[:UNPLACED_LISTED]]
 
 
 @contextmanager
@@ -379,6 +399,16 @@ def _findings(report: SalvageReport) -> list[Finding]:
             found.append(Finding(code="salvage.unverified_rows", severity="error", table=table,
                                  message=f"{tally.unverified} of {tally.keys} {table} rows fail their checksum",
                                  hint="they are exported with verified=false; do not trust their content"))
+    if not report.keys_covered:
+        found.append(Finding(code="salvage.keys_not_covered", severity="warning",
+                             message=f"schema version {report.schema_version}: checksums cover data only, so a"
+                             " damaged key column (the chat of an entry, the trace of a span) cannot be detected",
+                             hint="open the store with the app first (it upgrades the schema), then salvage"))
+    if report.collisions_total:
+        shown = ", ".join(f"{c.table} {c.key}" for c in report.collisions[:5])
+        found.append(Finding(code="salvage.key_collision", severity="error",
+                             message=f"{report.collisions_total} keys have verified copies that disagree ({shown})",
+                             hint="both copies are in the JSONL; rebuild placed neither: choose one by hand"))
     if report.unplaced_total:
         found.append(Finding(code="salvage.unplaced_rows", severity="warning",
                              message=f"{report.unplaced_total} rows were not placed in the rebuilt store",

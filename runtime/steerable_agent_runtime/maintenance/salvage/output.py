@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -25,7 +24,8 @@ from pydantic_core import from_json
 from ...errors import NotAStoreError, OutputExistsError
 from ...privatefile import atomic_output
 from ...storage.lease import WriteLease
-from ...storage.schema import TABLES, create_schema
+from ...storage.checksum import IDENTITY, row_crc
+from ...storage.schema import SCHEMA_VERSION, TABLES, create_schema
 from .rows import expected_columns, indexed_values, parsed_valid, row_valid
 from .spool import Copy, Spool, live_copies_sql, live_rows_sql
 from ...storage.access import is_store_file
@@ -91,7 +91,7 @@ _LIVE_ENDS = {(verified, valid): f'","source":"btree","page":null,"frame":null,"
 
 
 def write_live(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, tally: Tally,
-               progress: Callable[[int], None], where: str = "") -> None:
+               progress: Callable[[int], None], where: str = "", *, version: int = SCHEMA_VERSION) -> None:
     """Write every row of ``schema.table`` (a sound store attached to ``conn``) as a live
     b-tree copy, exactly as write_copies would (same fields, same order, equal values), and
     count it into ``tally``.
@@ -100,22 +100,23 @@ def write_live(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, 
     (live_rows_sql); ``data`` is parsed once, for validity and to know it is JSON text (valid
     UTF-8, no control character inside a string), then escaped as a JSON string with the
     bytes write_copies' json.dumps would give. A row where that fails (damaged bytes, or
-    whitespace between JSON tokens) is written by write_copies from live_copies_sql."""
+    whitespace between JSON tokens) is written by write_copies from live_copies_sql.
+    ``version``: the store's schema version (its checksum rule; needs storage.checksum.register)."""
     fresh = (table, "btree") not in tally
     counts = tally.setdefault((table, "btree"), [0] * 6)
     head = f'{{"table":"{table}","key":'.encode()
-    crc32, write, count = zlib.crc32, fh.write, 0  # zlib.crc32 of the bytes is storage.schema.row_checksum
-    for key, columns, data, crc, rowid, *indexed in conn.execute(live_rows_sql(table, schema, where)):
+    write, count = fh.write, 0
+    for key, columns, data, checked, rowid, *indexed in conn.execute(live_rows_sql(table, schema, where, version=version)):
         try:
             raw = from_json(data)
         except (ValueError, TypeError):  # not JSON, not UTF-8, or NULL: the careful path
             raw = _UNRENDERED
         if (raw is _UNRENDERED or len(data.translate(None, b"\t\n\r")) != len(data)
                 or not (key.isascii() or _is_utf8(key)) or not (columns.isascii() or _is_utf8(columns))):
-            rows = conn.execute(live_copies_sql(table, schema, f"WHERE rowid = {int(rowid)}"))
+            rows = conn.execute(live_copies_sql(table, schema, f"WHERE rowid = {int(rowid)}", version=version))
             write_copies(map(Copy._make, rows), fh, tally, _no_progress)
         else:
-            verified = crc32(data) == crc
+            verified = bool(checked)
             valid = parsed_valid(table, raw, data, indexed)
             # JSON text with no raw tab or line break holds no control character at all, so
             # escaping backslash and quote gives what json.dumps(text, ensure_ascii=False) gives.
@@ -166,15 +167,18 @@ def _b(flag: Any) -> str:
 def write_store(spool: Spool, target: Path, *, force: bool,
                 on_unplaced: Callable[[str, list[Any], str], None]) -> dict[str, int]:
     """Write a fresh store (current schema) with the newest verified copy of each placeable
-    key; hold the target's write lease while doing it. Return rows placed per table."""
+    key (never a key whose verified copies collide); hold the target's write lease while doing
+    it. Each row's checksum is computed anew with the current rule (a copy is only placed once
+    it verified under its store's rule). Return rows placed per table."""
     placed: dict[str, int] = {}
     with WriteLease(target), atomic_output(target, force=force) as (tmp, _fh):
         conn = sqlite3.connect(tmp, isolation_level=None)
         try:
             create_schema(conn)
             conn.execute("BEGIN IMMEDIATE")
+            clashes = spool.collisions()
             for table, key, columns, data, placeable in _best_copies(spool):
-                reason = _unplaceable(data, placeable)
+                reason = _COLLISION if (table, key) in clashes else _unplaceable(data, placeable)
                 if reason:
                     on_unplaced(table, json.loads(key), reason)
                     continue
@@ -200,6 +204,9 @@ def _best_copies(spool: Spool) -> Iterator[tuple[str, str, dict[str, Any] | None
     yield from spool.best_verified()
 
 
+_COLLISION = "key collision: two verified copies with different data; neither was placed"
+
+
 def _unplaceable(data: bytes | None, placeable: bool) -> str:
     if not placeable:
         return "only on freed or superseded pages (a deleted row, or the live copy was lost)"
@@ -213,7 +220,8 @@ def _unplaceable(data: bytes | None, placeable: bool) -> str:
 
 
 def _insert(conn: sqlite3.Connection, table: str, columns: dict[str, Any], data: bytes) -> None:
-    """Insert one row with its exact data bytes and CRC; indexed columns come from data."""
+    """Insert one row with its exact data bytes; indexed columns come from data; the CRC is
+    computed with the current rule over the row as written (storage.checksum.row_crc)."""
     text = data.decode("utf-8")
     try:
         raw = json.loads(text)
@@ -224,5 +232,6 @@ def _insert(conn: sqlite3.Connection, table: str, columns: dict[str, Any], data:
         values.update({k: v for k, v in expected_columns(table, raw).items() if v is not None})
     names = list(TABLES[table].all_columns)
     values["data"] = text
+    values["crc"] = row_crc(table, [values.get(c) for c in IDENTITY[table]], data)
     conn.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
                  [values.get(n) for n in names])

@@ -28,7 +28,7 @@ from multiprocessing import get_context
 from typing import Any, BinaryIO
 
 from ...errors import SteerableError
-from ...storage.schema import row_checksum
+from ...storage.checksum import register
 from ..workers import fork_pool, fork_workers, rowid_ranges
 from ..readonly import lenient_text
 from .output import Tally, merge_tally, write_live
@@ -55,7 +55,7 @@ def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], 
     tally: Tally = {}
     if workers == 1:
         for table in spool.live_tables:
-            write_live(spool.conn, table, "src", fh, tally, progress)
+            write_live(spool.conn, table, "src", fh, tally, progress, version=spool.version)
         return tally
     tasks = ((table, lo, hi) for table, (low, high, count) in spans.items() if count
              for lo, hi in rowid_ranges(low, high, count, CHUNK_ROWS))
@@ -64,7 +64,7 @@ def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], 
     turn = _Turn(ctx.Condition(), ctx.Value("q", 0, lock=False), ctx.Value("b", False, lock=False), os.getpid())
     pending: deque[Future[Tally]] = deque()  # in chunk order; at most 4 per worker, so memory stays flat
     done = 0
-    with fork_pool(workers, _start_worker, (uri, fh.fileno(), turn)) as pool:
+    with fork_pool(workers, _start_worker, (uri, fh.fileno(), turn, spool.version)) as pool:
         try:
             for index, task in enumerate(tasks):
                 pending.append(pool.submit(_export_range, index, task))
@@ -137,12 +137,13 @@ class _Turn:
 _worker: dict[str, Any] = {}
 
 
-def _start_worker(uri: str, fd: int, turn: _Turn) -> None:
-    """Worker start: open the store read-only (after the fork: never share a connection)."""
+def _start_worker(uri: str, fd: int, turn: _Turn, version: int) -> None:
+    """Worker start: open the store read-only (after the fork: never share a connection);
+    ``version``: the store's schema version (its checksum rule)."""
     conn = sqlite3.connect(uri, uri=True)
     conn.text_factory = lenient_text
-    conn.create_function("row_crc", 1, row_checksum, deterministic=True)
-    _worker.update(conn=conn, fd=fd, turn=turn)
+    register(conn)
+    _worker.update(conn=conn, fd=fd, turn=turn, version=version)
 
 
 def _export_range(index: int, task: tuple[str, int, int]) -> Tally:
@@ -152,7 +153,8 @@ def _export_range(index: int, task: tuple[str, int, int]) -> Tally:
     tally: Tally = {}
     out = io.BytesIO()
     try:
-        write_live(_worker["conn"], table, "main", out, tally, lambda _n: None, f"WHERE rowid BETWEEN {lo} AND {hi}")
+        write_live(_worker["conn"], table, "main", out, tally, lambda _n: None, f"WHERE rowid BETWEEN {lo} AND {hi}",
+                   version=_worker["version"])
     except BaseException:
         turn.fail()
         raise

@@ -3,7 +3,9 @@
 A record found on a page is matched to its table by the tree it was reached from, or (its
 root or the schema lost) by its shape: the column count, which columns hold integers, and
 a marker field in its ``data`` JSON. ``verified`` means the stored CRC-32 matches the
-``data`` bytes (storage.schema.row_checksum); ``valid`` (row_valid) means ``data``
+row's key columns and ``data`` bytes as read from the page (storage.checksum.row_crc; for a
+store of schema version 1, whose checksums cover ``data`` alone, the rule of that version:
+salvage's report then says its keys are not covered); ``valid`` (row_valid) means ``data``
 validates against the current wire models (history: the current record version) and the
 indexed columns agree with it. Nothing here raises on bad input.
 """
@@ -20,7 +22,8 @@ from pydantic_core import from_json
 from ...errors import RecordFormatError
 from ...history import RECORD_FORMAT_VERSION, HistoryEntry, is_plain_item, read_entry_text
 from ...models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, is_plain_message
-from ...storage.schema import TABLES, TableSpec, row_checksum
+from ...storage.checksum import IDENTITY, legacy_crc, row_crc
+from ...storage.schema import TABLES, TableSpec
 from ...sqlitefile.record import is_text
 
 MODELS: dict[str, type[BaseModel]] = {
@@ -71,15 +74,25 @@ def match_table(fields: list[tuple[int, Any]]) -> str | None:
     return fitting[0] if len(fitting) == 1 else None
 
 
-def to_row(table: str, fields: list[tuple[int, Any]]) -> Row | None:
-    """Build the Row of a record known to belong to ``table``; None if its shape does not fit."""
+_IDENTITY_AT = {name: tuple(TABLES[name].all_columns.index(c) for c in cols) for name, cols in IDENTITY.items()}
+
+
+def to_row(table: str, fields: list[tuple[int, Any]], *, keyed: bool = True) -> Row | None:
+    """Build the Row of a record known to belong to ``table``; None if its shape does not fit.
+    ``keyed``: the store's checksums cover the key columns (schema version 2 and later); the
+    checksum is computed over the raw column bytes, before any lenient decoding."""
     spec = TABLES[table]
     if not _fits(spec, fields):
         return None
     columns = {name: _column_value(value) for name, (_s, value) in zip(spec.all_columns, fields) if name != "data"}
     data = fields[-2][1]
     crc = columns.get("crc")
-    verified = isinstance(crc, int) and row_checksum(data) == crc
+    if not isinstance(crc, int) or not isinstance(data, bytes):
+        verified = False
+    elif keyed:
+        verified = row_crc(table, [fields[i][1] for i in _IDENTITY_AT[table]], data) == crc
+    else:
+        verified = legacy_crc(data) == crc
     return Row(table, [columns[k] for k in spec.key], columns, data, verified)
 
 

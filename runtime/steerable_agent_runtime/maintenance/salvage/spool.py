@@ -10,7 +10,13 @@ private SQLite file in salvage's temp directory (never next to the source). Rank
   database-file images a committed frame replaced, freelist pages);
 - ties go to a verified copy.
 
-The winner of a key is its newest committed copy; every other copy is ``superseded``.
+The winner of a key is its newest committed copy; every other copy is ``superseded``. When
+the newest committed copies of a key include two verified ones with different ``data`` (a key
+collision: the checksums cannot tell which is right), the key is listed by
+:meth:`Spool.collisions` and rebuild places neither.
+
+``version`` is the schema version of the salvaged store (its header's, or this build's when
+the header is lost): the checksum rule the copies are verified with (storage/checksum.py).
 
 Fast path: when a sound private copy of the store is attached as ``src``, its rows are the
 live copies and are streamed straight from it (``live_copies``), never spooled; only the
@@ -28,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ...storage.schema import TABLES, row_checksum
+from ...storage.checksum import covers_key, crc_sql, register
+from ...storage.schema import SCHEMA_VERSION, TABLES
 from ..readonly import lenient_text
 from .rows import INDEXED, Row
 
@@ -91,7 +98,15 @@ class Spool:
         """The URI ``src`` was attached with (export workers open the same)."""
         self.live_tables: list[str] = []
         """Tables read from the attached ``src`` (fast path); their rows are not spooled."""
-        self.conn.create_function("row_crc", 1, row_checksum, deterministic=True)
+        register(self.conn)
+        self.version = SCHEMA_VERSION
+        """The salvaged store's schema version (its checksum rule); set before collecting."""
+        self._collisions: set[tuple[str, str]] | None = None
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the salvaged store's checksums cover the key columns."""
+        return covers_key(self.version)
 
     def attach_readonly(self, uri: str) -> bool:
         """Attach the store read-only as ``src`` (``uri``: a ``mode=ro`` private copy, or
@@ -146,7 +161,7 @@ class Spool:
     def live_copies(self, table: str) -> Iterator[Copy]:
         """Every row of ``src.table`` (the attached sound copy) as a live b-tree copy, read by
         SQLite, the checksum computed in the same statement."""
-        return map(Copy._make, self.conn.execute(live_copies_sql(table, "src")))
+        return map(Copy._make, self.conn.execute(live_copies_sql(table, "src", version=self.version)))
 
     def rowid_span(self, table: str) -> tuple[int, int, int]:
         """(min rowid, max rowid, row count) of ``src.table``."""
@@ -172,7 +187,27 @@ class Spool:
                 FROM cand WHERE committed = 1 AND NOT live) WHERE rn = 1;
             CREATE UNIQUE INDEX win_key ON win(tbl, key);
             CREATE INDEX cand_key ON cand(tbl, key);
+            CREATE TABLE clash AS SELECT tbl, key FROM (
+                SELECT tbl, key, data, verified, rank, max(rank) OVER (PARTITION BY tbl, key) AS top
+                FROM cand WHERE committed = 1 AND NOT live)
+                WHERE rank = top AND verified = 1 GROUP BY tbl, key HAVING count(DISTINCT data) > 1;
         """)
+        for table in self.live_tables:
+            self._live_clashes(table)
+
+    def _live_clashes(self, table: str) -> None:
+        """Add the keys of ``src.table`` held by two verified rows with different data. Only a
+        table without a unique index on its key can hold them (a store damaged or rebuilt
+        without its primary key), so a sound store pays one PRAGMA per table."""
+        spec = TABLES[table]
+        for _seq, name, unique, *_rest in self.conn.execute(f"PRAGMA src.index_list({table})"):
+            columns = tuple(r[2] for r in self.conn.execute(f"PRAGMA src.index_info('{name}')"))
+            if unique and set(columns) == set(spec.key):
+                return
+        self.conn.execute(
+            f"INSERT INTO clash SELECT '{table}', json_array({', '.join(spec.key)}) FROM src.{table}"
+            f" WHERE crc IS {crc_sql(table, self.version)}"
+            f" GROUP BY {', '.join(spec.key)} HAVING count(DISTINCT CAST(data AS BLOB)) > 1")
 
     def copies(self, *, live: bool = True) -> Iterator[Copy]:
         """Every copy with its ``superseded`` flag: the live tables' rows (fast path; left
@@ -201,23 +236,32 @@ class Spool:
             " ORDER BY rank DESC, id LIMIT 1", (table, key)).fetchone()
         return (json.loads(row[0]), row[1]) if row else None
 
+    def collisions(self) -> set[tuple[str, str]]:
+        """(table, key JSON) of every key whose newest committed copies include two verified
+        copies with different data (after finish)."""
+        if self._collisions is None:
+            self._collisions = set(self.conn.execute("SELECT tbl, key FROM clash"))
+        return self._collisions
+
     def close(self) -> None:
         """Close the spool's connection."""
         self.conn.close()
 
 
-def live_copies_sql(table: str, schema: str, where: str = "") -> str:
-    """SELECT of a sound store's rows of ``table`` as Copy tuples (needs row_crc registered)."""
+def live_copies_sql(table: str, schema: str, where: str = "", *, version: int = SCHEMA_VERSION) -> str:
+    """SELECT of a sound store's rows of ``table`` as Copy tuples, verified with the checksum
+    rule of schema ``version`` (needs storage.checksum.register)."""
     spec = TABLES[table]
     others = [c for c in spec.all_columns if c != "data"]
     columns = "json_object(" + ", ".join(f"'{c}', {c}" for c in others) + ")"
     return (f"SELECT '{table}', json_array({', '.join(spec.key)}), {columns}, CAST(data AS BLOB), 'btree', NULL,"
-            f" NULL, 1, crc IS row_crc(CAST(data AS BLOB)), 0 FROM {schema}.{table} {where}")
+            f" NULL, 1, crc IS {crc_sql(table, version)}, 0 FROM {schema}.{table} {where}")
 
 
-def live_rows_sql(table: str, schema: str, where: str = "") -> str:
-    """SELECT of a sound store's rows of ``table`` for the export: (key, columns, data, crc,
-    rowid, the indexed columns in salvage_rows.INDEXED order); key and columns are JSON
+def live_rows_sql(table: str, schema: str, where: str = "", *, version: int = SCHEMA_VERSION) -> str:
+    """SELECT of a sound store's rows of ``table`` for the export: (key, columns, data,
+    verified (the checksum rule of schema ``version``), rowid, the indexed columns in
+    salvage_rows.INDEXED order); key and columns are JSON
     rendered by SQLite (as live_copies_sql renders them), as bytes: SQLite copies invalid
     UTF-8 into them as it is, so the export checks them."""
     spec = TABLES[table]
@@ -225,4 +269,4 @@ def live_rows_sql(table: str, schema: str, where: str = "") -> str:
     columns = "json_object(" + ", ".join(f"'{c}', {c}" for c in others) + ")"
     indexed = "".join(f", {column}" for column, _field, _absent in INDEXED[table])
     return (f"SELECT CAST(json_array({', '.join(spec.key)}) AS BLOB), CAST({columns} AS BLOB), CAST(data AS BLOB),"
-            f" crc, rowid{indexed} FROM {schema}.{table} {where}")
+            f" crc IS {crc_sql(table, version)}, rowid{indexed} FROM {schema}.{table} {where}")

@@ -1,0 +1,135 @@
+"""The row checksum: one rule for every store (SQLite, SQLAlchemy) and every maintenance job.
+
+Schema version 2 (this build): ``crc`` is the CRC-32 of the row's *identity* followed by its
+``data`` bytes. The identity is the values of ``IDENTITY[table]``: the table's key columns
+and the columns that place the row but are not inside ``data`` (the record a history entry
+belongs to, the trace of a span or an event). So one flipped byte in a key column fails the
+checksum as surely as one in ``data``: salvage can no longer export an entry as verified
+under another chat.
+
+Schema version 1 (older stores): the CRC-32 of ``data`` alone (``schema.row_checksum``).
+Readers of a store pass its version (:func:`checker`); a store of version 1 is upgraded by
+:mod:`.upgrade` (the app does it on open, in one transaction).
+
+The identity encoding is unambiguous: each value is a type tag (``s`` text, ``i`` integer,
+``f`` real, ``n`` NULL), its length in bytes, ``:`` and its bytes; text is its UTF-8 bytes
+(a ``bytes`` value counts as text: the page reader and ``CAST(col AS BLOB)`` give raw text
+bytes). ``zlib.crc32(data, zlib.crc32(identity))`` equals ``zlib.crc32(identity + data)``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .schema import SCHEMA_VERSION, TABLES
+
+KEYED_SINCE = 2
+"""The first schema version whose checksum covers the identity columns."""
+
+IDENTITY: dict[str, tuple[str, ...]] = {
+    name: (*spec.key, *(c for c, field in spec.columns.items() if not field and c not in spec.key))
+    for name, spec in TABLES.items()}
+"""Per table, the columns the checksum binds ``data`` to, in order: the key columns, then the
+place columns that are not in ``data`` (history: record_id, seq; spans/events: their id and
+trace_id)."""
+
+_crc32 = zlib.crc32
+
+
+def identity_bytes(values: Sequence[Any]) -> bytes:
+    """The unambiguous encoding of identity ``values`` (see the module docstring)."""
+    parts = []
+    for value in values:
+        if isinstance(value, str):
+            raw, tag = value.encode("utf-8", "surrogatepass"), b"s"
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            raw, tag = bytes(value), b"s"
+        elif value is None:
+            raw, tag = b"", b"n"
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raw, tag = repr(value).encode(), b"?"
+        elif isinstance(value, int):
+            raw, tag = str(value).encode(), b"i"
+        else:
+            raw, tag = repr(value).encode(), b"f"
+        parts.append(b"%s%d:%s" % (tag, len(raw), raw))
+    return b"".join(parts)
+
+
+def row_crc(table: str, key_values: Sequence[Any], data: str | bytes) -> int:
+    """The checksum (schema version 2) of a row of ``table`` whose IDENTITY columns hold
+    ``key_values`` (in IDENTITY order) and whose ``data`` is ``data`` (text: its UTF-8 bytes).
+    Unsigned 32-bit. ``table`` is accepted for symmetry with the readers; the rule is the same
+    for every table."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    return _crc32(data, _crc32(identity_bytes(key_values)))
+
+
+def legacy_crc(data: str | bytes) -> int:
+    """The checksum of schema version 1: CRC-32 of the ``data`` bytes alone."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    return _crc32(data)
+
+
+Checker = Callable[[str, Sequence[Any], Any, Any], bool]
+
+
+def checker(version: int) -> Checker:
+    """``ok(table, key_values, data, crc)`` for a store of schema ``version``: whether the
+    stored ``crc`` matches (False for a NULL or non-bytes/str ``data`` or a non-int crc)."""
+    keyed = version >= KEYED_SINCE
+
+    def ok(table: str, key_values: Sequence[Any], data: Any, crc: Any) -> bool:
+        if not isinstance(data, (bytes, str)) or type(crc) is not int:
+            return False
+        return (row_crc(table, key_values, data) if keyed else legacy_crc(data)) == crc
+
+    return ok
+
+
+def covers_key(version: int) -> bool:
+    """Whether a store of schema ``version`` has checksums that cover the identity columns."""
+    return version >= KEYED_SINCE
+
+
+def identity_sql(table: str, alias: str = "") -> str:
+    """The IDENTITY columns of ``table`` as SQL arguments for the ``row_crc`` SQL function
+    (text columns cast to BLOB, so the raw bytes are hashed), comma-separated."""
+    prefix = f"{alias}." if alias else ""
+    integer = {"seq"}
+    return ", ".join(f"{prefix}{c}" if c in integer else f"CAST({prefix}{c} AS BLOB)" for c in IDENTITY[table])
+
+
+def sql_row_crc(data: Any, *key_values: Any) -> int | None:
+    """``row_crc(data, key...)`` as a SQLite function (``create_function("row_crc", -1, ...)``)."""
+    if not isinstance(data, (bytes, str)):
+        return None
+    return row_crc("", key_values, data)
+
+
+def crc_sql(table: str, version: int = SCHEMA_VERSION, alias: str = "") -> str:
+    """A SQL expression computing the checksum rule of ``version`` for a row of ``table``
+    (needs :func:`sql_row_crc` registered as ``row_crc``; the legacy rule as ``row_crc`` with
+    only the data argument is the CRC-32 of an empty identity, so it is registered apart as
+    ``legacy_crc``)."""
+    prefix = f"{alias}." if alias else ""
+    if not covers_key(version):
+        return f"legacy_crc(CAST({prefix}data AS BLOB))"
+    return f"row_crc(CAST({prefix}data AS BLOB), {identity_sql(table, alias)})"
+
+
+def register(conn: Any) -> None:
+    """Register ``row_crc`` (version 2) and ``legacy_crc`` (version 1) on a sqlite3 connection."""
+    conn.create_function("row_crc", -1, sql_row_crc, deterministic=True)
+    conn.create_function("legacy_crc", 1, lambda d: legacy_crc(d) if isinstance(d, (bytes, str)) else None,
+                         deterministic=True)
+
+
+def store_checker(conn: Any) -> Checker:
+    """:func:`checker` for the schema version of the store open on ``conn`` (a sqlite3
+    connection: ``PRAGMA user_version``)."""
+    return checker(conn.execute("PRAGMA user_version").fetchone()[0])
