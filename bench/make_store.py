@@ -49,7 +49,7 @@ DEFAULT_CHATS, DEFAULT_ENTRIES = 2000, 500
 SMALL_CHATS, SMALL_ENTRIES = 50, 400
 TRACES_PER_CHAT = 4
 BOUNDARY_EVERY = 200
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3  # 3: schema 2 (checksums bind the key columns)
 """Bump when the content changes, so cached stores are rebuilt."""
 
 _TOOLS = ("search_docs", "read_file", "run_sql", "http_get", "send_email", "calendar_lookup")

@@ -13,7 +13,8 @@ import click
 
 from steerable_agent_runtime import __version__
 
-COMMANDS = ("check", "inspect", "history", "search", "compact", "archive", "restore", "salvage", "traces", "copy")
+COMMANDS = ("check", "inspect", "history", "search", "compact", "archive", "restore", "salvage", "traces", "copy",
+            "repair")
 
 
 class _Group(click.Group):

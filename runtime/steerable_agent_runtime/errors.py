@@ -106,6 +106,12 @@ class StoreAlreadyOwnedError(SteerableError):
             self.extra["holder_pid"] = holder_pid
 
 
+class RepairInterruptedError(SteerableError):
+    """A repair was interrupted while it swapped the store's files (storage/repairmark.py)."""
+
+    default_hint = "run `steerable-maint repair DB` again: it first restores the original files from the backup"
+
+
 class OutputExistsError(SteerableError):
     """A job would overwrite an existing output file."""
 

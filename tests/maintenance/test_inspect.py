@@ -24,7 +24,7 @@ def test_inspect_json_reports_sizes_pages_versions_rows_and_newest_write():
     assert r["db_bytes"] == db.stat().st_size and r["wal_bytes"] is None and r["shm_bytes"] is None
     assert r["page_size"] == 512 and r["page_count"] * 512 == db.stat().st_size
     assert r["freelist_count"] == 0 and r["journal_mode"] == "wal"
-    assert r["schema_version"] == 1 and r["application_id"] == 0x53544552
+    assert r["schema_version"] == 2 and r["application_id"] == 0x53544552
     assert r["rows"] == expected("mixed-v1-v2")["rows"]
     assert r["record_versions"] == {"1": 2, "2": 9} and r["records"] == 3
     assert r["newest_write"] == "2026-01-01T00:53:00.000000Z" and r["newest_write_table"] == "history"
@@ -63,7 +63,7 @@ def test_inspect_of_a_newer_schema_shows_the_file_and_says_why_rows_are_left_out
     db = FIXTURES / "schema-too-new" / "sessions.db"
     machine = run(db, "--json")
     r = json.loads(machine.stdout)
-    assert machine.exit_code == 0 and r["schema_version"] == 2 and r["rows"] == {}
+    assert machine.exit_code == 0 and r["schema_version"] == 3 and r["rows"] == {}
     assert [f["code"] for f in r["findings"]] == ["schema-too-new"]
     human = run(db)
-    assert human.exit_code == 0 and "schema-too-new" in human.stdout and "v2 (this build reads up to v1)" in human.stdout
+    assert human.exit_code == 0 and "schema-too-new" in human.stdout and "v3 (this build reads up to v2)" in human.stdout

@@ -23,6 +23,7 @@ from ..errors import SteerableError, UsageError
 from .fileprobe import FileProbe, probe, refuse_foreign, refuse_newer_schema
 from .lease import WriteLease, lock_path_for
 from .markers import check_markers, has_wal_content, precheck_wal_markers, wal_path
+from .repairmark import refuse_interrupted_repair
 
 
 def is_store_file(path: str | os.PathLike[str], db: str | os.PathLike[str]) -> bool:
@@ -60,7 +61,8 @@ def claim(path: str | os.PathLike[str], *, allow_missing: bool = False,
     there), then take its write lease.
 
     Raises NotAStoreError, SchemaTooNewError, SteerableError (cannot write; all three
-    before the lease), or StoreAlreadyOwnedError naming the holder's pid.
+    before the lease), StoreAlreadyOwnedError naming the holder's pid, or
+    RepairInterruptedError (a repair was interrupted mid-swap; the lease is released).
     """
     found = probe(path, allow_missing=allow_missing)
     refuse_foreign(found, path)
@@ -70,7 +72,13 @@ def claim(path: str | os.PathLike[str], *, allow_missing: bool = False,
             if not os.access(target, os.W_OK):
                 raise SteerableError(f"{path}: cannot write {target}: permission denied; nothing was changed",
                                      path=str(path), hint="run as the user that owns the store and its directory")
-    return found, WriteLease(path).acquire()
+    lease = WriteLease(path).acquire()
+    try:
+        refuse_interrupted_repair(path)
+    except BaseException:
+        lease.release()
+        raise
+    return found, lease
 
 
 def refuse_same_store(first: str | os.PathLike[str], second: str | os.PathLike[str]) -> None:

@@ -40,22 +40,34 @@ _crc32 = zlib.crc32
 
 def identity_bytes(values: Sequence[Any]) -> bytes:
     """The unambiguous encoding of identity ``values`` (see the module docstring)."""
-    parts = []
+    out = b""
     for value in values:
-        if isinstance(value, str):
-            raw, tag = value.encode("utf-8", "surrogatepass"), b"s"
-        elif isinstance(value, (bytes, bytearray, memoryview)):
-            raw, tag = bytes(value), b"s"
-        elif value is None:
-            raw, tag = b"", b"n"
-        elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            raw, tag = repr(value).encode(), b"?"
-        elif isinstance(value, int):
-            raw, tag = str(value).encode(), b"i"
+        kind = type(value)
+        if kind is str:
+            raw = value.encode("utf-8", "surrogatepass")
+            out += b"s%d:%s" % (len(raw), raw)
+        elif kind is int:
+            raw = b"%d" % value
+            out += b"i%d:%s" % (len(raw), raw)
         else:
-            raw, tag = repr(value).encode(), b"f"
-        parts.append(b"%s%d:%s" % (tag, len(raw), raw))
-    return b"".join(parts)
+            out += _other(value)
+    return out
+
+
+def _other(value: Any) -> bytes:
+    if isinstance(value, str):  # a str subclass: the same bytes as the plain text
+        raw, tag = str(value).encode("utf-8", "surrogatepass"), b"s"
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        raw, tag = bytes(value), b"s"
+    elif value is None:
+        raw, tag = b"", b"n"
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raw, tag = repr(value).encode(), b"?"
+    elif isinstance(value, int):
+        raw, tag = str(value).encode(), b"i"
+    else:
+        raw, tag = repr(value).encode(), b"f"
+    return b"%s%d:%s" % (tag, len(raw), raw)
 
 
 def row_crc(table: str, key_values: Sequence[Any], data: str | bytes) -> int:

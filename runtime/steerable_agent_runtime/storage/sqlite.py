@@ -10,7 +10,8 @@ Guarantees:
 - A path that is a directory, unreadable, empty or not SQLite raises NotAStoreError; a
   schema newer than this build raises SchemaTooNewError. Both before anything is written:
   the file is untouched (for a newer header the lease file is not even created; for a newer
-  schema still in the -wal the markers are read read-only, so nothing is checkpointed).
+  schema still in the -wal the markers are read read-only, so nothing is checkpointed). A
+  store whose repair was interrupted mid-swap raises RepairInterruptedError, untouched.
 - A new database is created atomically (storage/newstore.py: built beside, fsynced, linked
   into place) with mode 0600 (SQLite gives its -wal and -shm the same mode): a kill during
   the first open leaves no file or a complete store.
@@ -44,6 +45,7 @@ from .fileprobe import probe, refuse_foreign, refuse_newer_schema
 from .lease import WriteLease
 from .markers import precheck_wal_markers
 from .newstore import create_store
+from .repairmark import refuse_interrupted_repair
 from .checksum import IDENTITY, identity_sql, row_crc
 from .schema import APPLICATION_ID, CHECKPOINT_WHERE, SCHEMA_VERSION, create_schema, has_fts
 from .search import SEARCH_CANDIDATES, matching_chats
@@ -69,6 +71,7 @@ class SqliteStorage:
         self.lease = WriteLease(self.path).acquire()
         self._lock = threading.RLock()
         try:
+            refuse_interrupted_repair(self.path)
             if found.exists:
                 precheck_wal_markers(self.path)
             else:
