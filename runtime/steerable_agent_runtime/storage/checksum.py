@@ -49,6 +49,8 @@ def identity_bytes(values: Sequence[Any]) -> bytes:
         elif kind is int:
             raw = b"%d" % value
             out += b"i%d:%s" % (len(raw), raw)
+        elif kind is bytes:
+            out += b"s%d:%s" % (len(value), value)
         else:
             out += _other(value)
     return out
