@@ -54,7 +54,8 @@ def _free_port() -> int:
 class PgCluster:
     """One cluster: ``start()``, ``url(db)``, ``create_database()``, ``stop()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable
         self.dir = Path(tempfile.mkdtemp(prefix="steerable-pg-"))
         self.data = self.dir / "data"
         self.port = _free_port()
@@ -90,8 +91,9 @@ class PgCluster:
                        "host all all 127.0.0.1/32 trust\n")
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
-                       f"unix_socket_directories = '{self.dir}'\nfsync = off\nsynchronous_commit = off\n"
-                       "full_page_writes = off\nmax_connections = 200\nshared_buffers = 64MB\n")
+                       f"unix_socket_directories = '{self.dir}'\nmax_connections = 200\nshared_buffers = 64MB\n")
+            if not self.durable:
+                conf.write("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n")
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "log"), "-w",
                   "-t", "60", "start")
         self.started = True
@@ -155,12 +157,13 @@ class ExternalPg:
         """The server is not ours to stop."""
 
 
-def start_postgres() -> PgCluster | ExternalPg:
-    """The server for this run: STEERABLE_TEST_PG_URL's, or a fresh cluster. Raises PgUnavailable."""
+def start_postgres(*, durable: bool = False) -> PgCluster | ExternalPg:
+    """The server for this run: STEERABLE_TEST_PG_URL's, or a fresh cluster (``durable``:
+    fsync and synchronous commit on, as a production server). Raises PgUnavailable."""
     external = os.environ.get("STEERABLE_TEST_PG_URL")
     if external:
         return ExternalPg(external).start()
-    cluster = PgCluster()
+    cluster = PgCluster(durable=durable)
     try:
         return cluster.start()
     except BaseException:

@@ -61,3 +61,44 @@ def test_eight_processes_append_to_one_record_and_upsert_one_session(postgres, p
     final = run(SqlAlchemyStorage(pg_url).get_session("s1"))
     assert final.stage_data["i"] == CALLS - 1
     print(f"{len(acked)} appends acknowledged, {len(errors)} raised HistorySeqConflictError")
+
+
+def test_without_the_record_lock_conflicts_are_retried_not_raised(pg_url, monkeypatch, caplog):
+    """The unique key alone (a writer that takes no advisory lock) still gives contiguous seq:
+    the loser of each race gets a unique violation, which the call retries."""
+    import asyncio
+
+    from sqlalchemy import text
+
+    from steerable_agent_runtime.storage import sqlalchemy as module
+
+    monkeypatch.setattr(module, "_LOCK_RECORD", text("SELECT CAST(:r AS text)"))
+    caplog.set_level("DEBUG", logger=module.__name__)
+
+    async def race() -> tuple[list[list[str]], list[str]]:
+        stores = [SqlAlchemyStorage(pg_url) for _ in range(WRITERS)]
+        await stores[0].open()
+        acked: list[list[str]] = []
+        errors: list[str] = []
+
+        async def writer(n: int, store: SqlAlchemyStorage) -> None:
+            for i in range(15):
+                texts = [f"w{n}-{i}-{j}" for j in range(1 + i % 3)]
+                try:
+                    await store.append_history("raced", [{"type": "item", "message": {"role": "user", "content": t}}
+                                                         for t in texts])
+                    acked.append(texts)
+                except Exception as exc:  # noqa: BLE001 - the assertion below names it
+                    errors.append(type(exc).__name__)
+
+        await asyncio.gather(*(writer(n, s) for n, s in enumerate(stores)))
+        for store in stores:
+            await store.close()
+        return acked, errors
+
+    acked, errors = run(race())
+    assert "met another writer" in caplog.text  # the race happened and was retried
+    assert set(errors) <= {"HistorySeqConflictError"}, errors
+    stored = run(SqlAlchemyStorage(pg_url).list_history("raced"))
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    assert Counter(e["message"]["content"] for e in stored) == Counter(t for call in acked for t in call)

@@ -408,6 +408,7 @@ class SqlAlchemyStorage:
             except Exception as exc:
                 if getattr(exc, "extra", {}).get("sqlstate") not in ("23505", "40001", "40P01"):
                     raise
+                _log.debug("append to record %r met another writer (attempt %d); retrying", record_id, attempt + 1)
             await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
         raise HistorySeqConflictError(f"record {record_id!r}: {APPEND_ATTEMPTS} attempts met another writer's"
                                       " entries; nothing of this call was written", record_id=record_id)
