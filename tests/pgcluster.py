@@ -123,34 +123,37 @@ class PgCluster:
 
 
 class ExternalPg:
-    """An existing server named by STEERABLE_TEST_PG_URL (same interface as PgCluster)."""
+    """An existing server named by STEERABLE_TEST_PG_URL (same interface as PgCluster; needs
+    the ``psql`` client on PATH)."""
 
     def __init__(self, url: str) -> None:
-        self.base = url
+        self.base = url.replace("postgresql+asyncpg://", "postgresql://")
 
-    def start(self) -> ExternalPg:
+    def start(self) -> "ExternalPg":
         return self
 
-    def _admin(self, sql: str) -> None:
-        import asyncio
+    def _conninfo(self, db: str) -> str:
+        head, _, _ = self.base.partition("?")[0].rpartition("/")
+        return f"{head}/{db}"
 
-        import asyncpg
+    def psql(self, sql: str, db: str = "postgres") -> str:
+        done = subprocess.run([shutil.which("psql") or "psql", self._conninfo(db), "-X", "-q", "-t", "-A", "-v",
+                               "ON_ERROR_STOP=1", "-c", sql], capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise PgUnavailable(f"psql failed: {done.stderr.strip()[-400:]}")
+        return done.stdout.strip()
 
-        async def go() -> None:
-            conn = await asyncpg.connect(self.base.replace("postgresql+asyncpg://", "postgresql://"))
-            try:
-                await conn.execute(sql)
-            finally:
-                await conn.close()
-        asyncio.run(go())
-
-    def url(self, db: str, **_: object) -> str:
-        head, _, _ = self.base.rpartition("/")
-        return head.replace("postgresql://", "postgresql+asyncpg://") + "/" + db
+    def url(self, db: str, *, user: str | None = None, password: str | None = None) -> str:
+        url = self._conninfo(db).replace("postgresql://", "postgresql+asyncpg://", 1)
+        if user is None:
+            return url
+        scheme, _, rest = url.partition("://")
+        auth = user if password is None else f"{user}:{password}"
+        return f"{scheme}://{auth}@{rest.rpartition('@')[2]}"
 
     def create_database(self, owner: str | None = None) -> str:
         name = "t_" + uuid.uuid4().hex[:12]
-        self._admin(f"CREATE DATABASE {name}")
+        self.psql(f"CREATE DATABASE {name}" + (f" OWNER {owner}" if owner else ""))
         return name
 
     def stop(self) -> None:

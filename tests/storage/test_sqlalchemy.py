@@ -288,3 +288,20 @@ def test_a_sqlite_url_makes_a_store_sqlite_storage_reads(tmp_path):
     assert run(local.list_history("c1")) == written
     assert run(local.search_sessions("plain")) == [session("s1")]
     run(local.close())
+
+
+def test_order_is_bytewise_whatever_the_database_collation(postgres):
+    """Ids and timestamps sort as SQLite sorts them (bytes), also in an ICU en-US database."""
+    name = "icu_" + db_name(postgres.url(postgres.create_database()))
+    postgres.psql(f"CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+                  " LOCALE 'C.UTF-8'")
+    assert postgres.psql("SELECT string_agg(x, ',' ORDER BY x) FROM (VALUES ('a'), ('B'), ('_c')) v(x)",
+                         name) == "_c,a,B"  # the database's own order is linguistic
+    store = SqlAlchemyStorage(postgres.url(name))
+    ids = ["a", "B", "_c", "b", "A1", "a-2"]
+    for sid in ids:
+        run(store.upsert_session(session(sid)))
+        run(store.upsert_trace(trace(sid)))
+    assert [s.session_id for s in run(store.list_sessions())] == sorted(ids)
+    assert [t.trace_id for t in run(store.list_traces())] == sorted(ids)
+    run(store.close())

@@ -1,7 +1,9 @@
 """The PostgreSQL layout of a steerable store, derived from storage/schema.py.
 
 The tables, columns, keys and indexes are schema.DDL's, with PostgreSQL types: every
-``INTEGER`` becomes ``BIGINT`` (``crc`` is an unsigned 32-bit value, above int4's range).
+``INTEGER`` becomes ``BIGINT`` (``crc`` is an unsigned 32-bit value, above int4's range) and
+every ``TEXT`` is ``COLLATE "C"``, so ordering and range filters (ids, timestamps) compare
+bytes as SQLite does, whatever the database's default collation.
 Rows are the same ``data`` text, ``crc`` and indexed columns as in SQLite, so a row moves
 between the two stores unchanged. PostgreSQL-only additions, none of them part of a row:
 
@@ -25,7 +27,7 @@ from .schema import APPLICATION_ID, CHECKPOINT_WHERE, DDL, SCHEMA_VERSION
 META_TABLE = "steerable_meta"
 CREATE_LOCK = 0x5354455201  # the advisory lock two first opens take so one creates the schema
 
-_TABLES_DDL = re.sub(r"\bINTEGER\b", "BIGINT", DDL)
+_TABLES_DDL = re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', re.sub(r"\bINTEGER\b", "BIGINT", DDL))
 
 MESSAGE_TEXT_FUNCTION = r"""
 CREATE OR REPLACE FUNCTION steerable_message_text(data text) RETURNS text
