@@ -113,6 +113,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--only", choices=["append", "writers"], help="run one figure")
     parser.add_argument("--writer", nargs=3, metavar=("URL", "RECORD", "BATCHES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.writer:
@@ -124,7 +125,10 @@ def main() -> None:
     try:
         url = pg.url(pg.create_database())
         result = {"cluster": "fast (fsync off)" if args.fast else "durable (fsync on)"}
-        result["append_batches_of_50"] = asyncio.run(append_figure(url, args.reps, args.batches))
+        if args.only != "writers":
+            result["append_batches_of_50"] = asyncio.run(append_figure(url, args.reps, args.batches))
+        if args.only == "append":
+            return print(json.dumps(result, indent=2))
         one = [run_writers(url, [f"solo-{i}"], args.batches) for i in range(3)]
         many = [run_writers(url, [f"w{i}-{k}" for k in range(8)], args.batches) for i in range(3)]
         shared = [run_writers(url, [f"shared-{i}"] * 8, args.batches) for i in range(3)]

@@ -305,3 +305,18 @@ def test_order_is_bytewise_whatever_the_database_collation(postgres):
     assert [s.session_id for s in run(store.list_sessions())] == sorted(ids)
     assert [t.trace_id for t in run(store.list_traces())] == sorted(ids)
     run(store.close())
+
+
+def test_the_remembered_head_is_only_a_guess(postgres, pg_url):
+    """A process appends at the head it last wrote without a lock; when another writer moved
+    the head (or the record was deleted) the guard writes nothing and the locked path runs."""
+    first, second = SqlAlchemyStorage(pg_url), SqlAlchemyStorage(pg_url)
+    assert [e["seq"] for e in run(first.append_history("c1", [item("a"), item("b")]))] == [1, 2]
+    assert [e["seq"] for e in run(second.append_history("c1", [item("c")]))] == [3]
+    assert [e["seq"] for e in run(first.append_history("c1", [item("d")]))] == [4]  # its guess (2) was stale
+    assert [e["seq"] for e in run(first.append_history("c1", [item("e")]))] == [5]  # its guess (4) was right
+    postgres.psql("DELETE FROM history WHERE record_id = 'c1' AND seq > 2", db_name(pg_url))
+    assert [e["seq"] for e in run(first.append_history("c1", [item("f")]))] == [3]  # no gap after a delete
+    assert [e["message"]["content"] for e in run(first.list_history("c1"))] == ["a", "b", "f"]
+    run(first.close())
+    run(second.close())

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -96,6 +97,7 @@ from .search import (
 M = TypeVar("M", bound=WireModel)
 _log = logging.getLogger(__name__)
 APPEND_ATTEMPTS = 20
+HEAD_CACHE = 4096
 _DRIVERS = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite"}
 _ASYNC = {"postgresql+asyncpg", "postgresql+psycopg", "sqlite+aiosqlite"}
 
@@ -143,6 +145,7 @@ class SqlAlchemyStorage:
         self._engine_loop: asyncio.AbstractEventLoop | None = None
         self._opened = False
         self._closed = False
+        self._heads: OrderedDict[str, int] = OrderedDict()
         self._pos = "pos" if self.backend == "postgresql" else "rowid"
         self._data = "data" if self.backend == "postgresql" else "CAST(data AS BLOB)"
         self._blob = "convert_to(data, 'UTF8')" if self.backend == "postgresql" else "CAST(data AS BLOB)"
@@ -186,13 +189,20 @@ class SqlAlchemyStorage:
         engine.sync_engine.dispose(close=False)
 
     @asynccontextmanager
-    async def _connect(self, *, write: bool = False, check: bool = True) -> AsyncIterator[AsyncConnection]:
-        """One transaction (BEGIN IMMEDIATE on SQLite when ``write``), committed on success."""
+    async def _connect(self, *, write: bool = False, check: bool = True,
+                       single: bool = False) -> AsyncIterator[AsyncConnection]:
+        """One transaction (BEGIN IMMEDIATE on SQLite when ``write``), committed on success.
+
+        ``single``: the block runs exactly one statement; on PostgreSQL it runs in autocommit
+        (one statement is atomic by itself, and this saves the BEGIN and COMMIT round trips).
+        """
         if check and not self._opened:
             await self.open()
         with translated(self.where, self._password):
             async with (await self._engine_now()).connect() as conn:
-                if write:
+                if single and self.backend == "postgresql":
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                elif write:
                     await conn.execution_options(steerable_write=True)
                 async with conn.begin():
                     yield conn
@@ -299,7 +309,7 @@ class SqlAlchemyStorage:
 
     # entity helpers -------------------------------------------------------------------
     async def _put(self, table: str, cols: dict[str, Any], data: str) -> None:
-        async with self._connect(write=True) as conn:
+        async with self._connect(write=True, single=True) as conn:
             crc = row_crc(table, [cols[c] for c in IDENTITY[table]], data)
             await conn.execute(_upsert_sql(table, tuple(cols)), {**cols, "data": data, "crc": crc})
 
@@ -402,9 +412,13 @@ class SqlAlchemyStorage:
     # history --------------------------------------------------------------------------
     async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         entries = list(entries)
+        if self.backend == "postgresql" and record_id in self._heads and not any("seq" in e for e in entries):
+            done = await self._append_at_known_head(record_id, entries, self._heads[record_id])
+            if done is not None:
+                return done
         for attempt in range(APPEND_ATTEMPTS):
             try:
-                return await self._append_once(record_id, entries)
+                return await self._append_locked(record_id, entries)
             except Exception as exc:
                 if getattr(exc, "extra", {}).get("sqlstate") not in ("23505", "40001", "40P01"):
                     raise
@@ -413,16 +427,54 @@ class SqlAlchemyStorage:
         raise HistorySeqConflictError(f"record {record_id!r}: {APPEND_ATTEMPTS} attempts met another writer's"
                                       " entries; nothing of this call was written", record_id=record_id)
 
-    async def _append_once(self, record_id: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _note_head(self, record_id: str, head: int | None) -> None:
+        """Remember the record's newest seq (a bounded LRU); None forgets it."""
+        self._heads.pop(record_id, None)
+        if head is not None:
+            self._heads[record_id] = head
+            if len(self._heads) > HEAD_CACHE:
+                self._heads.popitem(last=False)
+
+    async def _append_at_known_head(self, record_id: str, entries: list[dict[str, Any]],
+                                    head: int) -> list[dict[str, Any]] | None:
+        """The fast path (PostgreSQL): one guarded INSERT at the head this process last wrote,
+        no lock and no head read. Returns None, having written nothing, when another writer
+        moved the head (the guard matched no row, or the key was taken): take the locked path."""
+        prepared = prepare_append(record_id, entries, head + 1)
+        if not prepared:
+            return []
+        try:
+            async with self._connect(write=True, single=True) as conn:
+                result = await conn.execute(_INSERT_AT_HEAD, {**_arrays(record_id, prepared), "head": head})
+                if result.rowcount != len(prepared):
+                    raise _StaleHead
+        except _StaleHead:
+            self._note_head(record_id, None)
+            return None
+        except StoreServerError as exc:
+            self._note_head(record_id, None)
+            if exc.extra.get("sqlstate") in ("23505", "40001", "40P01"):
+                return None
+            raise
+        self._note_head(record_id, prepared[-1].seq)
+        return [p.as_dict() for p in prepared]
+
+    async def _append_locked(self, record_id: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Take the record's lock (PostgreSQL; SQLite: the write lock), read its head, insert."""
+        self._note_head(record_id, None)
         async with self._connect(write=True) as conn:
             if self.backend == "postgresql":
                 await conn.execute(_LOCK_RECORD, {"r": record_id})
             head = (await conn.execute(_HEAD, {"r": record_id})).scalar()
             prepared = prepare_append(record_id, entries, (head or 0) + 1)
-            if prepared:
+            if prepared and self.backend == "postgresql":  # one statement for the whole batch
+                await conn.execute(_INSERT_HISTORY_ARRAYS, _arrays(record_id, prepared))
+            elif prepared:
                 await conn.execute(_INSERT_HISTORY, [
                     {"r": record_id, "seq": p.seq, "v": p.v, "type": p.type, "at": p.at, "data": p.data,
                      "crc": row_crc("history", (record_id, p.seq), p.data)} for p in prepared])
+        if self.backend == "postgresql":
+            self._note_head(record_id, prepared[-1].seq if prepared else (head or 0))
         return [p.as_dict() for p in prepared]
 
     async def list_history(
@@ -550,8 +602,21 @@ _HEAD = text("SELECT max(seq) FROM history WHERE record_id = :r")
 _CHECKPOINT = text(f"SELECT max(seq) FROM history WHERE record_id = :r AND {CHECKPOINT_WHERE}")
 _INSERT_HISTORY = text("INSERT INTO history (record_id, seq, v, type, at, data, crc)"
                        " VALUES (:r, :seq, :v, :type, :at, :data, :crc)")
+_INSERT_HISTORY_ARRAYS = text(pgschema.INSERT_HISTORY_ARRAYS)
+_INSERT_AT_HEAD = text(pgschema.INSERT_HISTORY_ARRAYS + pgschema.AT_HEAD)
 _SEARCH_PG = text(pgschema.SEARCH_SQL)
 _UPSERTS: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+class _StaleHead(Exception):
+    """The guarded insert found another head: roll back, take the locked path."""
+
+
+def _arrays(record_id: str, prepared: Sequence[Any]) -> dict[str, Any]:
+    """The parameters of INSERT_HISTORY_ARRAYS: one array per column."""
+    return {"r": record_id, "seqs": [p.seq for p in prepared], "vs": [p.v for p in prepared],
+            "types": [p.type for p in prepared], "ats": [p.at for p in prepared],
+            "datas": [p.data for p in prepared], "crcs": [row_crc("history", (record_id, p.seq), p.data) for p in prepared]}
 
 
 def _upsert_sql(table: str, cols: tuple[str, ...]) -> Any:
