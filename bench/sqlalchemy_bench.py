@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from steerable_agent_runtime.history import prepare_append  # noqa: E402
-from steerable_agent_runtime.storage.schema import row_checksum  # noqa: E402
+from steerable_agent_runtime.storage.checksum import row_crc  # noqa: E402
 from steerable_agent_runtime.storage.sqlalchemy import SqlAlchemyStorage  # noqa: E402
 
 BATCH = 50
@@ -61,7 +61,7 @@ async def append_figure(url: str, reps: int, batches: int) -> dict:
                     ours.append(batches * BATCH / (time.perf_counter() - t))
                 else:
                     prepared = [prepare_append(record, entries(f"{rep}.{b}"), 1 + b * BATCH) for b in range(batches)]
-                    rows = [[(record, p.seq, p.v, p.type, p.at, p.data, row_checksum(p.data)) for p in batch]
+                    rows = [[(record, p.seq, p.v, p.type, p.at, p.data, row_crc("history", (record, p.seq), p.data)) for p in batch]
                             for batch in prepared]
                     t = time.perf_counter()
                     for batch in rows:
