@@ -149,3 +149,23 @@ def test_trace_outcomes_follow_the_completion_status():
     loop.cancel()
     run_loop(loop, USER)
     assert run(store.list_traces())[0].outcome == "cancelled"
+
+
+def test_cancel_while_waiting_for_approval_answers_the_call_cancelled():
+    import asyncio
+
+    router, log = make_router()
+    provider = ScriptedProvider(shell_then())
+    loop_box = []
+
+    async def approver(call, mode, ctx):
+        asyncio.get_running_loop().call_later(0.05, loop_box[0].cancel)
+        await asyncio.sleep(3600)  # the user never answers
+        return True
+
+    loop = CoreLoop(provider, router, approver=approver, storage=InMemoryStorage())
+    loop_box.append(loop)
+    events = run_loop(loop, USER)
+    assert completion(events)["status"] == "cancelled" and log == []
+    [result] = [e.data for e in events if e.kind == "tool_call_result"]
+    assert result["success"] is False and result["error"].startswith("cancelled")

@@ -304,3 +304,21 @@ def test_run_over_an_existing_record_that_differs_writes_a_seed():
     again = [*run(resume_transcript(store, "c1")), LLMMessage(role="user", content="more")]
     run_loop(CoreLoop(ScriptedProvider(["ok"]), storage=store), again)
     assert [e["type"] for e in run(store.list_history("c1"))] == ["item", "seed", "item", "item", "item"]
+
+
+def test_a_tool_returning_data_that_is_not_json_is_a_failed_result_and_the_loop_goes_on():
+    from steerable_agent_runtime.tools import ToolRouter
+
+    router = ToolRouter()
+
+    async def opaque() -> object:
+        return object()
+
+    router.register(opaque, description="returns an object")
+    store = InMemoryStorage()
+    provider = ScriptedProvider([calls(("o", "opaque", {})), "noted"])
+    events = run_loop(CoreLoop(provider, router, storage=store), USER)
+    assert completion(events)["status"] == "completed"
+    result = json.loads(provider.requests[1].messages[-1].content)
+    assert result["success"] is False and "not JSON-serialisable" in result["error"]
+    assert run(resume_transcript(store, "c1"))[-2].tool_call_id == "o"

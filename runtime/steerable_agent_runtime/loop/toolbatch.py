@@ -8,7 +8,7 @@ Guarantees of :meth:`ToolBatch.run`:
   its tool span); no approver, a False answer or an approver that raises is a failed result
   starting "denied", and the loop goes on;
 - a call running past ``tool_timeout_s`` is stopped and answered "timed out"; a cancel stops
-  the running call and answers it and every later call "cancelled";
+  the running call (or the wait for its approval) and answers it and every later call "cancelled";
 - the same name + arguments seen earlier in the turn is answered from the first result
   (``tool_dedup``), without running again.
 """
@@ -32,6 +32,10 @@ Approver = Callable[[ToolCall, str, LoopContext], Awaitable[bool]]
 """``await approver(call, mode, ctx)``: True lets a ``local``/``destructive`` call run."""
 
 CANCELLED_ERROR = "cancelled: the run was cancelled before this call finished"
+
+
+class _Cancelled(Exception):
+    """A cancel ended the wait for approval (internal: becomes a cancelled result)."""
 
 
 def _denied(call: ToolCall, mode: str, why: str) -> ToolResult:
@@ -150,7 +154,10 @@ class ToolBatch:
                                    span: Any) -> tuple[ToolResult, bool]:
         granted = False
         if mode in CONSENT_MODES:
-            granted, why = await self._ask(call, mode, ctx, span)
+            try:
+                granted, why = await self._ask(call, mode, ctx, span)
+            except _Cancelled:
+                return ToolResult.failed(CANCELLED_ERROR), True
             if not granted:
                 return _denied(call, mode, why), True
         call_ctx = ctx if ctx.consent_granted == granted else replace(ctx, consent_granted=granted)
@@ -163,11 +170,19 @@ class ToolBatch:
         if self.approver is None:
             return False, "needs approval and no approver is configured"
         async with span.approval({"approval.tool": call.name, "approval.mode": mode}) as wait:
+            stop = asyncio.timeout(None)  # a cancel fires it (interrupt), so a wait for the user ends
+            self._running.add(stop)
             try:
-                approved = bool(await self.approver(call, mode, ctx))
+                async with stop:
+                    approved = bool(await self.approver(call, mode, ctx))
+            except TimeoutError:
+                wait.set_attrs({"approval.approved": False, "approval.cancelled": True})
+                raise _Cancelled from None
             except Exception as exc:  # noqa: BLE001 - an approver that fails is a denial, never a crash
                 wait.set_attrs({"approval.approved": False, "approval.error": type(exc).__name__})
                 return False, f"was not approved (the approver failed: {type(exc).__name__})"
+            finally:
+                self._running.discard(stop)
             wait.set_attrs({"approval.approved": approved})
         return approved, "was not approved by the user"
 
