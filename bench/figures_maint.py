@@ -345,9 +345,9 @@ def rss_rows(settings: Settings) -> list[Row]:
                 maxrss, vmhwm = peak_rss(job, info.path, out)
                 sizes[name].append(maxrss)
                 hwm[name].append(vmhwm)
-        s, l = median(sizes["small"]), median(sizes["large"])
-        ratio = l / s
-        rows.append(Row(figure=figure, ours=f"{fmt_bytes(l)} at {large.chats}x{large.entries}",
+        s, big = median(sizes["small"]), median(sizes["large"])
+        ratio = big / s
+        rows.append(Row(figure=figure, ours=f"{fmt_bytes(big)} at {large.chats}x{large.entries}",
                         baseline=f"{fmt_bytes(s)} at {small.chats}x{small.entries}", ratio=ratio,
                         target=f"<= {RSS_TARGET:g}x (flat)", met=verdict(ratio <= RSS_TARGET),
                         note=(f"ru_maxrss of one child process per run (via a launcher), median of "

@@ -15,16 +15,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Union
+from typing import Annotated, Any, Literal, NamedTuple, Protocol, Union
 
 from pydantic import Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from .errors import HistorySeqConflictError, RecordFormatError
 from .models import CHAT_ROLES, LLMMessage, Timestamp, WireModel, is_stored_timestamp, utc_now
-
-if TYPE_CHECKING:
-    from .storage import StorageAdapter
 
 RECORD_FORMAT_VERSION = 2
 """The newest record version this build reads and the version it writes."""
@@ -315,7 +312,20 @@ def transcript_from(entries: list[dict[str, Any]], *, record_id: str | None = No
     return transcript
 
 
-async def resume_transcript(storage: "StorageAdapter", record_id: str, *, page_size: int = 256) -> list[LLMMessage]:
+class HistoryReader(Protocol):
+    """The two reads resume needs; every StorageAdapter has them (so history imports no storage)."""
+
+    async def history_checkpoint(self, record_id: str) -> int | None:
+        """The seq of the record's newest compaction_boundary or seed, or None."""
+        ...
+
+    async def list_history(self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
+                           limit: int | None = None, reverse: bool = False) -> list[dict[str, Any]]:
+        """Entries with after_seq < seq <= until_seq (see StorageAdapter.list_history)."""
+        ...
+
+
+async def resume_transcript(storage: HistoryReader, record_id: str, *, page_size: int = 256) -> list[LLMMessage]:
     """Return the LLMMessages the model continues from for ``record_id``.
 
     Reads tail-first in ``reverse=True`` pages bounded below by the newest checkpoint seq
