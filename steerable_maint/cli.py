@@ -1,20 +1,25 @@
 """The steerable-maint command group: parse, one library call, render, exit code.
 
 Each subcommand lives in ``steerable_maint/commands/<name>.py`` and exposes a click
-command named ``command``; COMMANDS below registers them.
+command named ``command``; they are imported and registered statically below, so a command
+that fails to import fails the CLI loudly instead of vanishing from ``--help``.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import click
 
 from steerable_agent_runtime import __version__
+from steerable_agent_runtime.errors import ExitCode
 
-COMMANDS = ("check", "inspect", "history", "search", "compact", "archive", "restore", "salvage", "traces", "copy",
-            "repair")
+from .commands import archive, check, compact, copy, history, inspect, repair, restore, salvage, search, traces
+
+COMMANDS = {
+    "check": check, "inspect": inspect, "history": history, "search": search, "compact": compact,
+    "archive": archive, "restore": restore, "salvage": salvage, "traces": traces, "copy": copy, "repair": repair,
+}
 
 
 class _Group(click.Group):
@@ -28,11 +33,11 @@ class _Group(click.Group):
             command = exc.ctx.command_path if exc.ctx else "steerable-maint"
             click.echo(f"Error: {exc.format_message()}", err=True)
             click.echo(f"Hint: run `{command} --help` for the usage", err=True)
-            sys.exit(2)
+            sys.exit(ExitCode.USAGE)
         except click.Abort:
             click.echo("Error: aborted", err=True)
             click.echo("Hint: nothing was left half-done; re-run the command", err=True)
-            sys.exit(3)
+            sys.exit(ExitCode.CANNOT_RUN)
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -45,15 +50,5 @@ def main() -> None:
     """
 
 
-def _register() -> None:
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"steerable_maint.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"steerable_maint.commands.{name}":
-                continue  # command not built into this checkout
-            raise
-        main.add_command(module.command, name)
-
-
-_register()
+for _name, _module in COMMANDS.items():
+    main.add_command(_module.command, _name)

@@ -1,8 +1,11 @@
-"""Shared CLI plumbing: run one library call, print its report, map errors to exit codes.
+"""The CLI's one output owner: run one library call, print its report, map errors to exit codes.
 
-Exit codes (DESIGN.md): 0 clean; 1 problems found; 2 usage error; 3 cannot run;
-4 internal error. Expected failures print ``Error: ...`` and ``Hint: ...`` on stderr and
-never a traceback (set STEERABLE_DEBUG=1 to see one for an internal error).
+Everything steerable-maint prints goes through here: the report (JSON or human) on stdout
+(salvage's summary on stderr: its rows are in the output file), findings, sizes, the
+progress bar and every ``Error:``/``Hint:`` line on stderr. Exit codes are
+:class:`~steerable_agent_runtime.errors.ExitCode`. Expected failures never print a traceback;
+with STEERABLE_DEBUG=1 every failure also prints its exception chain (the causes kept by
+``raise ... from``) to stderr.
 """
 
 from __future__ import annotations
@@ -20,14 +23,17 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from steerable_agent_runtime.errors import SteerableError
+from steerable_agent_runtime.errors import ExitCode, SteerableError
 
 R = TypeVar("R", bound=BaseModel)
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_CANNOT_RUN, EXIT_INTERNAL = 0, 1, 2, 3, 4
-
 stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)
+
+
+def debug_enabled() -> bool:
+    """Whether STEERABLE_DEBUG is set to something other than empty or 0."""
+    return os.environ.get("STEERABLE_DEBUG", "") not in ("", "0")
 
 
 def fail(message: str, hint: str, code: int) -> "click.exceptions.Exit":
@@ -76,14 +82,36 @@ def run_job(call: Callable[[Callable[[str, int, int | None], None]], R], *, as_j
         else:
             render(report)
     except SteerableError as exc:
+        if debug_enabled():
+            traceback.print_exception(exc)
         raise fail(exc.message, exc.hint, exc.exit_code) from None
     except KeyboardInterrupt:
-        raise fail("interrupted", "nothing was left half-done; re-run the command", EXIT_CANNOT_RUN) from None
+        raise fail("interrupted", "nothing was left half-done; re-run the command", ExitCode.CANNOT_RUN) from None
     except Exception as exc:  # the one place an unexpected failure is turned into exit 4
-        if os.environ.get("STEERABLE_DEBUG"):
-            traceback.print_exc()
+        if debug_enabled():
+            traceback.print_exception(exc)
         raise fail(f"internal error: {type(exc).__name__}: {exc}",
-                   "this is a bug; re-run with STEERABLE_DEBUG=1 and report the traceback", EXIT_INTERNAL) from None
-    code = exit_code(report) if exit_code else getattr(report, "exit_code", EXIT_OK)
+                   "this is a bug; re-run with STEERABLE_DEBUG=1 and report the traceback", ExitCode.INTERNAL) from None
+    code = exit_code(report) if exit_code else getattr(report, "exit_code", ExitCode.OK)
     if code:
         raise click.exceptions.Exit(code)
+
+
+_COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def render_findings(findings: list, console: Console = stdout) -> None:
+    """Print each finding as ``severity code: message`` and its hint (human view only)."""
+    for f in findings:
+        console.print(f"[{_COLOURS[f.severity]}]{f.severity}[/] {f.code}: {f.message}", markup=True, highlight=False)
+        console.print(f"  hint: {f.hint}", markup=False, highlight=False)
+
+
+def human_bytes(count: int) -> str:
+    """``1536`` -> ``1.5 KiB``: sizes for the human view (the JSON report keeps bytes)."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"

@@ -8,14 +8,23 @@ import importlib
 from typing import Any
 
 from .errors import (
+    ConfigValueError,
     DataIntegrityError,
     DatabaseDamagedError,
+    ExitCode,
+    ExportError,
+    ExtraNotInstalledError,
     HistorySeqConflictError,
     NotAStoreError,
+    OutputExistsError,
     RecordFormatError,
     SchemaTooNewError,
     SteerableError,
     StoreAlreadyOwnedError,
+    StoreAuthError,
+    StoreClosedError,
+    StoreConnectionError,
+    StoreServerError,
     UsageError,
 )
 
@@ -23,12 +32,12 @@ from .errors import (
 # subpackage (``steerable_agent_runtime.llm``) must not load the storage half and pydantic.
 _LAZY = {
     "RECORD_FORMAT_VERSION": ".history", "CompactionBoundary": ".history", "HistoryItem": ".history",
-    "HistorySeed": ".history", "parse_entry": ".history", "resume_transcript": ".history",
+    "HistoryReader": ".history", "HistorySeed": ".history", "parse_entry": ".history", "resume_transcript": ".history",
     "upgrade_entry_dict": ".history",
     "AgentSession": ".models", "ChatMessage": ".models", "HarnessTrace": ".models", "LLMMessage": ".models",
     "TraceEvent": ".models", "TraceSpan": ".models",
     "StorageAdapter": ".storage", "InMemoryStorage": ".storage.memory", "SCHEMA_VERSION": ".storage.schema",
-    "SqliteStorage": ".storage.sqlite",
+    "SqliteStorage": ".storage.sqlite", "TraceRecorder": ".tracing",
     "ToolCall": ".tools", "ToolConsentError": ".tools", "ToolResult": ".tools", "ToolRouter": ".tools", "tool": ".tools",
     **{name: ".loop" for name in (
         "CacheDriftMonitor", "ChainHooks", "CoreLoop", "LoopConfig", "LoopContext", "LoopEvent", "LoopHooks",
@@ -38,10 +47,12 @@ _LAZY = {
 __version__ = "0.1.0"
 
 __all__ = [
-    "AgentSession", "ChatMessage", "CompactionBoundary", "DataIntegrityError", "DatabaseDamagedError",
-    "HarnessTrace", "HistoryItem", "HistorySeed", "HistorySeqConflictError", "InMemoryStorage", "LLMMessage",
-    "NotAStoreError", "RECORD_FORMAT_VERSION", "RecordFormatError", "SCHEMA_VERSION", "SchemaTooNewError",
-    "SqliteStorage", "SteerableError", "StorageAdapter", "StoreAlreadyOwnedError", "TraceEvent", "TraceSpan",
+    "AgentSession", "ChatMessage", "CompactionBoundary", "ConfigValueError", "DataIntegrityError",
+    "DatabaseDamagedError", "ExitCode", "ExportError", "ExtraNotInstalledError", "HarnessTrace", "HistoryItem",
+    "HistoryReader", "HistorySeed", "HistorySeqConflictError", "InMemoryStorage", "LLMMessage", "NotAStoreError",
+    "OutputExistsError", "RECORD_FORMAT_VERSION", "RecordFormatError", "SCHEMA_VERSION", "SchemaTooNewError",
+    "SqliteStorage", "SteerableError", "StorageAdapter", "StoreAlreadyOwnedError", "StoreAuthError",
+    "StoreClosedError", "StoreConnectionError", "StoreServerError", "TraceEvent", "TraceRecorder", "TraceSpan",
     "UsageError", "parse_entry", "resume_transcript", "upgrade_entry_dict", "__version__",
 ]
 # The runtime loop and tools (issue 12).

@@ -4,18 +4,34 @@ Every error the library raises on purpose is a :class:`SteerableError`. Each car
 structured fields (``path``, ``table``, ``record_id``, ``seq``, ``version``) where they
 apply, and a ``hint``: the remedy an operator can act on. The CLI catches the base class
 in one place and prints ``Error: <message>`` and ``Hint: <hint>``; ``exit_code`` is the
-steerable-maint exit code the error maps to (3: cannot run, 2: usage error).
+steerable-maint exit code the error maps to (:class:`ExitCode`: 3 cannot run, 2 usage error).
 """
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any
+
+
+class ExitCode(IntEnum):
+    """steerable-maint's exit codes, used by errors, reports and the CLI alike."""
+
+    OK = 0
+    """clean: nothing wrong found"""
+    PROBLEMS = 1
+    """the job ran and found problems (check errors, salvage lost or unverified rows)"""
+    USAGE = 2
+    """a bad argument: nothing was done"""
+    CANNOT_RUN = 3
+    """the job could not run (not a store, lease held elsewhere, newer schema, output exists)"""
+    INTERNAL = 4
+    """a bug: an unexpected exception"""
 
 
 class SteerableError(Exception):
     """Base of every expected failure: a message, a hint, and where it happened."""
 
-    exit_code: int = 3
+    exit_code: ExitCode = ExitCode.CANNOT_RUN
     default_hint: str = "see the README's troubleshooting section"
 
     def __init__(
@@ -57,7 +73,7 @@ class SteerableError(Exception):
 class UsageError(SteerableError):
     """A caller passed an argument the job cannot accept (bad duration, bad query)."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
     default_hint = "run the command with --help"
 
 

@@ -1,1 +1,3 @@
-"""One module per steerable-maint subcommand, each exposing ``command``."""
+"""The subcommands of steerable-maint, one module each (registered in ``steerable_maint.cli``)."""
+
+__all__: list[str] = []

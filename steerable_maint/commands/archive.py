@@ -5,12 +5,10 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from steerable_agent_runtime.maintenance.archive import ArchiveReport, archive
-from steerable_agent_runtime.maintenance.archive.chatmove import CHAT_TABLES
-from steerable_agent_runtime.maintenance.duration import parse_duration
+from steerable_agent_runtime.maintenance import CHAT_TABLES, archive, ArchiveReport, parse_duration
 
-from ..render import run_job, stdout
-from .options import duration_option, render_findings
+from ..render import render_findings, run_job, stdout
+from .options import duration_option
 
 
 @click.command(help="Move whole chats idle longer than --older-than into ARCHIVE.db (a valid store; "

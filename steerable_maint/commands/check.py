@@ -5,11 +5,9 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from steerable_agent_runtime.maintenance.check import DEFAULT_WAL_THRESHOLD, CheckReport, check
-from steerable_agent_runtime.maintenance.codes import CODES
+from steerable_agent_runtime.maintenance import CODES, DEFAULT_WAL_THRESHOLD, CheckReport, check, check_url
 
-from ..render import run_job, stdout
-from .options import human_bytes, render_findings
+from ..render import human_bytes, render_findings, run_job, stdout
 
 
 @click.command(help="Check a store read-only (safe while the app runs): SQLite integrity, schema, every row's "
@@ -26,8 +24,6 @@ from .options import human_bytes, render_findings
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def command(db: str, quick: bool, max_per_code: int, wal_threshold: int, as_json: bool) -> None:
     if "://" in db:  # a SqlAlchemy store: the row checks on its rows (maintenance/check/server.py)
-        from steerable_agent_runtime.maintenance.check.server import check_url
-
         run_job(lambda progress: check_url(db, quick=quick, max_per_code=max_per_code, progress=progress),
                 as_json=as_json, render=_render)
         return

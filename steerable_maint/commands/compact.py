@@ -5,11 +5,10 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from steerable_agent_runtime.maintenance.compact import CompactReport, compact
-from steerable_agent_runtime.maintenance.duration import parse_duration
+from steerable_agent_runtime.maintenance import compact, CompactReport, parse_duration
 
-from ..render import run_job, stdout
-from .options import duration_option, human_bytes
+from ..render import human_bytes, run_job, stdout
+from .options import duration_option
 
 
 @click.command(help="Prune traces (with spans and events) older than a cutoff, then VACUUM. "

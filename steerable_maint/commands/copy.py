@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import click
 from rich.table import Table
-from steerable_agent_runtime.maintenance.copy import CopyReport, copy_store
+from steerable_agent_runtime.maintenance import CopyReport, copy_store
 
-from ..render import run_job, stdout
-from .options import render_findings
+from ..render import render_findings, run_job, stdout
 
 
 @click.command(help="Copy every row of the store SRC.db, byte for byte, into a SqlAlchemy store (a URL such as "

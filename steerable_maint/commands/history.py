@@ -6,10 +6,9 @@ import json
 
 import click
 
-from steerable_agent_runtime.maintenance.history import HistoryReport, history
+from steerable_agent_runtime.maintenance import history, HistoryReport
 
-from ..render import run_job, stdout
-from .options import render_findings
+from ..render import render_findings, run_job, stdout
 
 _PREVIEW = 70
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from steerable_agent_runtime.maintenance.inspect import InspectReport, inspect
+from steerable_agent_runtime.maintenance import InspectReport, inspect_store
 
-from ..render import run_job, stdout
-from .options import human_bytes, render_findings
+from ..render import human_bytes, render_findings, run_job, stdout
 
 
 @click.command(help="One-screen overview of a store, read-only (safe while the app runs): file sizes, pages, "
@@ -17,7 +16,7 @@ from .options import human_bytes, render_findings
 @click.argument("db", type=click.Path(path_type=str, readable=False))  # the library says why it cannot read
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def command(db: str, as_json: bool) -> None:
-    run_job(lambda progress: inspect(db, progress=progress), as_json=as_json, render=_render)
+    run_job(lambda progress: inspect_store(db, progress=progress), as_json=as_json, render=_render)
 
 
 def _size(count: int | None) -> str:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from steerable_agent_runtime.maintenance.archive import RestoreReport, restore
-from steerable_agent_runtime.maintenance.archive.chatmove import CHAT_TABLES
+from steerable_agent_runtime.maintenance import CHAT_TABLES, restore, RestoreReport
 
-from ..render import run_job, stdout
-from .options import render_findings
+from ..render import render_findings, run_job, stdout
 
 
 @click.command(help="Move one chat from ARCHIVE.db back into the store DB (copy, verify, then delete from "

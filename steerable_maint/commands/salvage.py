@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from steerable_agent_runtime.maintenance.salvage import SalvageReport, salvage
+from steerable_agent_runtime.maintenance import salvage, SalvageReport
 
-from ..render import run_job, stderr
+from ..render import render_findings, run_job, stderr
 
 _SOURCES = ("btree", "unallocated", "freelist", "wal")
 
@@ -39,11 +39,4 @@ def _render(report: SalvageReport) -> None:
         placed = sum(report.rebuilt.values())
         stderr.print(f"rebuilt {report.rebuild}: {placed} rows placed, {report.unplaced_total} not placed",
                      highlight=False)
-    _render_findings_to_stderr(report)
-
-
-def _render_findings_to_stderr(report: SalvageReport) -> None:
-    colours = {"error": "red", "warning": "yellow", "info": "cyan"}
-    for f in report.findings:
-        stderr.print(f"[{colours[f.severity]}]{f.severity}[/] {f.code}: {f.message}", markup=True, highlight=False)
-        stderr.print(f"  hint: {f.hint}", markup=False, highlight=False)
+    render_findings(report.findings, stderr)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from steerable_agent_runtime.maintenance.search import SearchReport, search
+from steerable_agent_runtime.maintenance import search, SearchReport
 
-from ..render import run_job, stdout
-from .options import render_findings
+from ..render import render_findings, run_job, stdout
 
 
 @click.command(help="Find the sessions whose chat messages match QUERY (FTS5 syntax, best match first), "

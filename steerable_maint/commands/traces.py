@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from steerable_agent_runtime.maintenance.traces import TracesReport, export_traces
-from steerable_agent_runtime.tracing.otlp import DEFAULT_SERVICE_NAME
+from steerable_agent_runtime.maintenance import export_traces, TracesReport
+from steerable_agent_runtime.tracing import DEFAULT_SERVICE_NAME
 
 from ..render import run_job
 

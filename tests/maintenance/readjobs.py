@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.history import history
-from steerable_agent_runtime.maintenance.inspect import inspect
+from steerable_agent_runtime.maintenance import inspect_store
 from steerable_agent_runtime.maintenance.search import search
 
 from .writer_child import CHAT
@@ -25,7 +25,7 @@ def _chat(db: Path) -> str:
 
 READ_JOBS: dict[str, Callable[[Path], Any]] = {
     "check": lambda db: check(db),
-    "inspect": lambda db: inspect(db),
+    "inspect": lambda db: inspect_store(db),
     "history": lambda db: history(db, _chat(db)),
     "search": lambda db: search(db, "marmalade" if db.name == "live.db" else "invoice"),
 }

@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from steerable_agent_runtime.maintenance.inspect import inspect
+from steerable_agent_runtime.maintenance import inspect_store
 from steerable_maint.cli import main
 
 from .conftest import FIXTURES, expected, snapshot
@@ -41,7 +41,7 @@ def test_inspect_human_view_shows_the_same_facts():
 def test_inspect_sees_the_wal_of_uncheckpointed_commits():
     db = FIXTURES / "wal-pending" / "sessions.db"
     before = snapshot(db.parent)
-    report = inspect(db)
+    report = inspect_store(db)
     assert report.wal_bytes == (db.parent / "sessions.db-wal").stat().st_size > 0
     assert report.rows["sessions"] == 3 and report.newest_write == "2026-01-01T01:01:00.000000Z"
     assert snapshot(db.parent) == before
@@ -50,7 +50,7 @@ def test_inspect_sees_the_wal_of_uncheckpointed_commits():
 def test_inspect_names_the_lease_holder_of_a_live_store(tmp_path, live_writer):
     writer = live_writer(tmp_path / "live.db")
     writer.write(3)
-    report = inspect(tmp_path / "live.db")
+    report = inspect_store(tmp_path / "live.db")
     assert report.lease_held and report.lease_holder_pid == writer.proc.pid
     assert report.wal_bytes > 0 and report.shm_bytes > 0 and report.access == "shared"
     human = run(tmp_path / "live.db")

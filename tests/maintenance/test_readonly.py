@@ -19,7 +19,7 @@ import pytest
 from steerable_agent_runtime.errors import DatabaseDamagedError, NotAStoreError, SchemaTooNewError
 from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.history import history
-from steerable_agent_runtime.maintenance.inspect import inspect
+from steerable_agent_runtime.maintenance import inspect_store
 from steerable_agent_runtime.maintenance.readonly import open_readonly, read_store
 from steerable_agent_runtime.maintenance.search import search
 from steerable_agent_runtime.storage.schema import create_schema
@@ -236,7 +236,7 @@ def test_read_job_in_read_only_directory_as_unprivileged_user(live_writer, job, 
 
 GAMMA_JOBS = {
     "check": (check, lambda r: r["rows"]["sessions"] == 3 and r["access"] == "copy"),
-    "inspect": (inspect, lambda r: r["rows"]["sessions"] == 3),
+    "inspect": (inspect_store, lambda r: r["rows"]["sessions"] == 3),
     "history": (lambda db: history(db, "chat-gamma") if db.parent.name == "store" else history(db, "chat-alpha"),
                 lambda r: [e["entry"]["message"]["content"] for e in r["entries"]] == ["only in the wal"]),
     "search": (lambda db: search(db, "wal"), lambda r: r["chats"] == ["chat-gamma"]),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..errors import ExitCode
 from ..storage.lease import lease_holder
 from ..storage.schema import SCHEMA_VERSION, TABLES
 from .codes import FindingLog
@@ -49,12 +50,12 @@ class InspectReport(JobReport):
     lease_holder_pid: int | None = None
 
     @property
-    def exit_code(self) -> int:
-        """Always 0: inspect shows; judging the store is check's job (exit 1 there)."""
-        return 0
+    def exit_code(self) -> ExitCode:
+        """Always OK (0): inspect shows; judging the store is check's job (exit 1 there)."""
+        return ExitCode.OK
 
 
-def inspect(path: str | os.PathLike[str], *, progress: Progress | None = None) -> InspectReport:
+def inspect_store(path: str | os.PathLike[str], *, progress: Progress | None = None) -> InspectReport:
     """Return the overview of the store at ``path`` (see the module docstring)."""
     tick, journal = progress or no_progress, _journal_mode(Path(path))
 

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ..errors import ExitCode
+
 Severity = Literal["error", "warning", "info"]
 
 Progress = Callable[[str, int, "int | None"], None]
@@ -54,6 +56,6 @@ class JobReport(BaseModel):
         return any(f.severity == "error" for f in self.findings)
 
     @property
-    def exit_code(self) -> int:
-        """steerable-maint's exit code for this report: 1 when problems were found, else 0."""
-        return 1 if self.has_errors else 0
+    def exit_code(self) -> ExitCode:
+        """steerable-maint's exit code for this report: PROBLEMS (1) when problems were found, else OK."""
+        return ExitCode.PROBLEMS if self.has_errors else ExitCode.OK

@@ -1,4 +1,4 @@
-"""Walk b-trees, the freelist and loose pages of a :class:`~.sqlite_format.SqliteFile`.
+"""Walk b-trees, the freelist and loose pages of a :class:`~.pages.SqliteFile`.
 
 Reference: https://www.sqlite.org/fileformat2.html sections 1.5 (freelist), 1.6 (b-tree
 pages, cells, overflow pages) and 2.6 (sqlite_schema).

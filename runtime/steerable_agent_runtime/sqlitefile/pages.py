@@ -2,8 +2,8 @@
 
 Reference: https://www.sqlite.org/fileformat2.html. This module opens nothing with SQLite:
 it reads bytes. :class:`SqliteFile` gives the current image of each page (the database
-file overlaid with the committed frames of its WAL, see :mod:`.wal_format`), the header,
-b-tree pages and cells; :mod:`.btree_reader` walks trees, the freelist and loose pages.
+file overlaid with the committed frames of its WAL, see :mod:`.wal`), the header,
+b-tree pages and cells; :mod:`.btree` walks trees, the freelist and loose pages.
 
 Guarantees:
 - Bounded memory: pages are read one at a time with ``seek``/``read``; per page it keeps

@@ -117,3 +117,5 @@ class StorageAdapter(Protocol):
         """Release resources (for SqliteStorage: the connection and the write lease).
         Idempotent."""
         ...
+
+__all__ = ["StorageAdapter"]

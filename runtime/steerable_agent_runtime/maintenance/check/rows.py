@@ -4,7 +4,7 @@ One sequential scan per table (rowid order: the cheapest order SQLite can read).
 row: the checksum of its key columns and ``CAST(data AS BLOB)`` against ``crc``
 (storage/checksum.py, with the rule of the store's schema version); ``json.loads``; the cheap shape of
 its entity (shapes.py); each indexed column against the JSON field it duplicates. History
-rows also feed :class:`RecordStats` (versions per record), which recordcheck turns into the
+rows also feed :class:`RecordStats` (versions per record), which records.py turns into the
 downgrade and legacy findings. A row with a problem is counted and the scan goes on.
 """
 

@@ -7,7 +7,7 @@ about 30% of the row pass, so it is only the fallback.) A read SQLite refuses pa
 returned as ``error`` with what was counted up to there.
 
 :func:`parallel_scan` scans the same rows in rowid ranges in forked worker processes
-(:mod:`.forkpool`), when the snapshot is static (``immutable`` or a private ``copy``: every
+(:mod:`..workers`), when the snapshot is static (``immutable`` or a private ``copy``: every
 worker reads the same bytes), the caller runs no thread yet and the store is big enough. The
 ranges are merged in rowid order with the sequential scan's rules (a table's scan ends at
 the first range SQLite could not read to the end), so the findings are the same as in one

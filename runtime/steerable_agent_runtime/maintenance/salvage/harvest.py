@@ -1,7 +1,7 @@
 """Harvest row copies from page images into the spool (the page-reader side of salvage).
 
-Each harvester reads one kind of place with :mod:`.btree_reader` and labels what it finds
-with an :class:`~.salvage_spool.Origin`: the live trees (``btree``), pages no tree reaches
+Each harvester reads one kind of place with :mod:`...sqlitefile.btree` and labels what it finds
+with an :class:`~.spool.Origin`: the live trees (``btree``), pages no tree reaches
 (``unallocated``) and freelist leaves (``freelist``), WAL frames that are not the current
 image of their page (``wal``: older committed versions, uncommitted and invalid frames),
 and database-file images a committed WAL frame replaced (``btree``, superseded). Pages

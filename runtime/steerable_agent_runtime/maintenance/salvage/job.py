@@ -10,9 +10,9 @@ directory first (re-copied when the source changed during the copy). Then:
 
 - fast path: when the page reader finds no damage, SQLite opens the store read-only and
   ``quick_check`` passes, every entity table is read by SQLite itself and streamed to the
-  output (in worker processes for a big store, :mod:`.salvage_parallel`); the page reader
+  output (in worker processes for a big store, :mod:`.parallel`); the page reader
   only adds freelist pages and the WAL frames that are not current;
-- otherwise the page reader (:mod:`.sqlite_format`, :mod:`.btree_reader`) walks the schema,
+- otherwise the page reader (:mod:`...sqlitefile.pages`, :mod:`...sqlitefile.btree`) walks the schema,
   every tree, the freelist, every page no tree reaches, and every WAL frame.
 
 Every copy of every row goes to ``out`` as one JSON object:
@@ -36,7 +36,7 @@ Every copy of every row goes to ``out`` as one JSON object:
   error finding) and never placed by rebuild.
 
 ``rebuild`` writes a fresh store from the newest verified copy of each key found on a live
-or orphaned page (see :mod:`.salvage_output`); the rest is listed in the report. The
+or orphaned page (see :mod:`.output`); the rest is listed in the report. The
 report's exit code is 0 only when nothing was damaged and every winning copy verified.
 
 Raises NotAStoreError (missing, a directory, nothing SQLite-like in it, another
@@ -109,7 +109,7 @@ class SalvageReport(JobReport):
     tables: dict[str, TableTally] = {}
     damage: dict[str, int] = {}
     damaged_pages: dict[str, list[int]] = {}
-    """Per damage code, the first page numbers it was found on (see sqlite_format.NOTED_PAGES)."""
+    """Per damage code, the first page numbers it was found on (see sqlitefile.pages.NOTED_PAGES)."""
     unmatched_records: int = 0
     wal_frames: dict[str, int] = {}
     rebuilt: dict[str, int] = {}

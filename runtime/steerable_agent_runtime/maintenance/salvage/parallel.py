@@ -43,7 +43,7 @@ chunks leave less idle time waiting for a turn and at the end)."""
 
 
 def worker_count(rows: int) -> int:
-    """How many processes to export ``rows`` live rows with (1: in-process; see forkpool)."""
+    """How many processes to export ``rows`` live rows with (1: in-process; see maintenance.workers)."""
     return fork_workers(rows, MIN_ROWS_PER_WORKER)
 
 

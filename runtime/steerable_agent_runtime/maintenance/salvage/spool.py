@@ -261,7 +261,7 @@ def live_copies_sql(table: str, schema: str, where: str = "", *, version: int = 
 def live_rows_sql(table: str, schema: str, where: str = "", *, version: int = SCHEMA_VERSION) -> str:
     """SELECT of a sound store's rows of ``table`` for the export: (key, columns, data,
     verified (the checksum rule of schema ``version``), rowid, the indexed columns in
-    salvage_rows.INDEXED order); key and columns are JSON
+    rows.INDEXED order); key and columns are JSON
     rendered by SQLite (as live_copies_sql renders them), as bytes: SQLite copies invalid
     UTF-8 into them as it is, so the export checks them."""
     spec = TABLES[table]
