@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.llm.streams.make_openai_streams import chunk, usage
+from tests.llm.streams.make_openai_streams import chunk, usage  # noqa: E402 - after the sys.path line
 
 WORDS = ("the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "lazy ", "dog, ", "and ")
 IMPORT_OURS = "import steerable_agent_runtime.llm, steerable_agent_runtime.llm.openai_compat"
