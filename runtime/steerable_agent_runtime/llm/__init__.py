@@ -32,7 +32,7 @@ _LAZY = {
 
 __all__ = [
     "CacheRetention", "FinishReason", "LLMError", "LLMErrorKind", "LLMProvider", "LLMStreamChunk", "LLMUsage",
-    "ProviderConfigError", "RETRYABLE_KINDS", "RetryPolicy", "ToolDefinitionError", "ToolCall", "collect", *sorted(_LAZY),
+    "ProviderConfigError", "RETRYABLE_KINDS", "RetryPolicy", "ToolDefinitionError", "collect", *sorted(_LAZY),
 ]
 
 
