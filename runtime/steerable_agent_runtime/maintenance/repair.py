@@ -38,7 +38,6 @@ from typing import Any
 from ..errors import DatabaseDamagedError, NotAStoreError
 from ..privatefile import fsync_dir
 from ..storage.lease import WriteLease, lock_path_for
-from ..storage.markers import wal_path
 from ..storage.repairmark import intent_path
 from .check import check
 from .report import Finding, JobReport, Progress, no_progress
