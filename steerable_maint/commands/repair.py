@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from steerable_agent_runtime.maintenance.repair import RepairReport, repair
+from steerable_agent_runtime.maintenance import RepairReport, repair
 
 from ..render import run_job, stdout
 

@@ -5,6 +5,7 @@ it back); killed with SIGKILL at random points, nothing is ever lost."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import random
@@ -19,7 +20,6 @@ import pytest
 from click.testing import CliRunner
 
 from steerable_agent_runtime.errors import RepairInterruptedError, StoreAlreadyOwnedError
-from steerable_agent_runtime.maintenance import repair as repair_module
 from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.repair import repair, roll_back
 from steerable_agent_runtime.storage.lease import WriteLease
@@ -27,6 +27,9 @@ from steerable_agent_runtime.storage.repairmark import intent_path
 from steerable_agent_runtime.storage.sqlite import SqliteStorage
 from steerable_maint.cli import main
 from tests.damage import build_store, copy_store, zero_page
+
+# The module, not the job function the package exports under the same name.
+repair_module = importlib.import_module("steerable_agent_runtime.maintenance.repair")
 
 ROOT = Path(__file__).resolve().parents[2]
 

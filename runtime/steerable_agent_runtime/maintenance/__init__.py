@@ -24,6 +24,7 @@ from .copy import CopyReport, copy_store
 from .duration import parse_duration
 from .history import EntryView, HistoryReport, history
 from .inspect import InspectReport, inspect_store
+from .repair import RepairReport, repair
 from .report import Finding, JobReport, Progress, Severity, no_progress
 from .salvage import SalvageReport, TableTally, UnplacedRow, salvage
 from .search import SearchReport, search
@@ -32,7 +33,7 @@ from .traces import DEFAULT_BATCH_SPANS, TracesReport, export_traces
 __all__ = [
     "CHAT_TABLES", "CODES", "DEFAULT_BATCH_SPANS", "DEFAULT_WAL_THRESHOLD", "ArchiveReport", "CheckReport", "Code",
     "CompactReport", "CopyReport", "EntryView", "Finding", "FindingLog", "HistoryReport", "InspectReport", "JobReport", "Progress",
-    "RestoreReport", "RowCounts", "SalvageReport", "SearchReport", "Severity", "TableTally", "TracesReport",
+    "RepairReport", "RestoreReport", "RowCounts", "SalvageReport", "SearchReport", "Severity", "TableTally", "TracesReport",
     "UnplacedRow", "archive", "check", "check_url", "compact", "copy_store", "export_traces", "history", "inspect_store", "no_progress",
-    "parse_duration", "restore", "salvage", "search",
+    "parse_duration", "repair", "restore", "salvage", "search",
 ]
