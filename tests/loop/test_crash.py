@@ -17,11 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from steerable_agent_runtime import (
-    DatabaseDamagedError,
-    SqliteStorage,
-    resume_transcript,
-)
+from steerable_agent_runtime import SqliteStorage, resume_transcript
 from steerable_agent_runtime.llm import LLMError, ScriptedProvider, ScriptedResponse
 from steerable_agent_runtime.loop import INTERRUPTED_ERROR, CoreLoop
 from steerable_agent_runtime.loop.record import dangling_calls
@@ -109,32 +105,11 @@ def check_clean(db: Path) -> None:
     assert done.exit_code == 0 and not errors, (done.exit_code, errors, done.output)
 
 
-PROTOCOL_RETRIES: list[int] = []
-
-
-def open_after_kill(db: Path) -> SqliteStorage:
-    """SqliteStorage(db), retried on SQLite's transient SQLITE_PROTOCOL ("locking protocol").
-
-    Seen once in ~60 kill rounds under load: the store's read-only WAL-marker precheck
-    (storage/markers.py) met SQLITE_PROTOCOL right after the writer was SIGKILLed, and the open
-    raised DatabaseDamagedError. SQLite documents SQLITE_PROTOCOL as a race to retry; reported to
-    the storage owner rather than patched here. Every retry is counted in PROTOCOL_RETRIES."""
-    for attempt in range(5):
-        try:
-            return SqliteStorage(db)
-        except DatabaseDamagedError as exc:
-            if "locking protocol" not in str(exc) or attempt == 4:
-                raise
-            PROTOCOL_RETRIES.append(attempt)
-            time.sleep(0.2)
-    raise AssertionError("unreachable")
-
-
 def verify_after_kill(db: Path, acked: list[tuple[int, str]]) -> int:
     """No acknowledged item lost; a resume repairs every dangling call and records the repair.
 
     Returns how many calls the resume found interrupted."""
-    store = open_after_kill(db)
+    store = SqliteStorage(db)
     try:
         transcript = run(resume_transcript(store, "chat"))
         for n, digest in acked:
@@ -174,7 +149,7 @@ def kill_rounds(tmp_path: Path, rounds: int, seed: int) -> int:
         out, _ = final.communicate(timeout=60)
         assert final.returncode == 0 and "DONE budget_exhausted" in out, out
         check_clean(db)
-        store = open_after_kill(db)
+        store = SqliteStorage(db)
         transcript = run(resume_transcript(store, "chat"))
         run(store.close())
         assert dangling_calls(transcript) == []

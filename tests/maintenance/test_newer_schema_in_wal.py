@@ -47,3 +47,17 @@ def test_write_jobs_refuse_a_newer_schema_that_is_only_in_the_wal(pair, job):
     assert result.exit_code == 3, result.output
     assert "schema version 9" in result.stderr and "Traceback" not in result.output
     assert (file_bytes(newer), file_bytes(fine)) == before
+
+
+def test_the_private_copy_fallback_reads_the_wal_markers_and_changes_nothing(pair):
+    # The fallback precheck_wal_markers takes when a read-only connection keeps answering
+    # SQLITE_PROTOCOL (a stale -wal index right after the writer was killed).
+    from steerable_agent_runtime.errors import SchemaTooNewError
+    from steerable_agent_runtime.storage.markers import _check_markers_on_copy
+
+    newer, fine = pair
+    before = file_bytes(newer)
+    with pytest.raises(SchemaTooNewError):
+        _check_markers_on_copy(newer)
+    assert file_bytes(newer) == before
+    _check_markers_on_copy(fine)  # a store of this build passes
