@@ -60,3 +60,20 @@ def test_responses_tool_round_then_answer():
                                                                                {"name": "x"})
     assert output["type"] == "function_call_output" and output["call_id"] == "call_loop1"
     assert "note x" in output["output"]
+
+
+def test_broken_json_arguments_become_a_failed_result_the_model_reads_and_the_loop_goes_on():
+    # The model's arguments are not JSON: a failed tool result in the next request, not a failed turn.
+    frags = gen.call_fragments(0, "call_bad1", "read_note", '{"name": "x"', 3)
+    broken = "".join([*frags, gen.chunk({}, "tool_calls"), gen.chunk(choices=False, usage=gen.usage(50, 9)),
+                      "data: [DONE]\n\n"])
+    router, log = make_router()
+    with ReplayServer([sse(broken), sse(gen.chat_text("Sorry, let me fix that."))]) as server:
+        provider = OpenAICompatProvider("gpt-4.1-mini", base_url=server.url + "/v1", api_key=KEY)
+        events = run_loop(CoreLoop(provider, router), USER)
+        second = server.requests[1].json()
+    assert completion(events)["status"] == "completed" and log == []
+    result = second["messages"][-1]
+    assert result["role"] == "tool" and result["tool_call_id"] == "call_bad1"
+    error = json.loads(result["content"])
+    assert error["success"] is False and "not a JSON object" in error["error"] and '{"name": "x"' in error["error"]

@@ -181,20 +181,16 @@ class _ChatStream:
 
 
 def parse_arguments(text: str, name: str, provider: str) -> dict[str, Any]:
-    """A tool call's assembled arguments as a dict ('' is {}); raises LLMError(kind="server") if not an object.
+    """A tool call's assembled arguments as a dict ('' is {}).
 
-    ``server``, so a retry asks the model again: the wire was fine, the model's JSON was not.
+    Text that is not a JSON object (the model's broken JSON) is kept as
+    ``{"__raw_arguments__": text}`` (``tools.decode_arguments``): the call still reaches the
+    router, which answers it with a failed result the model can read and correct, instead of
+    the whole response failing. ``name`` and ``provider`` are kept for the callers' signature.
     """
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise LLMError(f"{provider}: the arguments of tool call {name!r} are not a JSON object: {text[:120]!r}",
-                       kind="server", provider=provider, hint="retry the request; the model produced broken JSON")
-    return value
+    from ..tools import decode_arguments
+
+    return decode_arguments(text)
 
 
 def wire_tool_choice(choice: Any, provider: str, *, nested: bool) -> Any:
