@@ -28,7 +28,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .classify import classify_error_body, malformed_data_error, stream_cut_error
-from .errors import LLMError
+from .errors import LLMError, ProviderConfigError
 from .http import ClientCache, require_model, stream_sse, validate_base_url
 from .parts import ImagePart, parse_parts, text_of
 from .tooldefs import function_tools
@@ -41,32 +41,54 @@ _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_ca
                                     "function_call": "tool_calls", "content_filter": "content_filter"}
 
 
-class OpenAICompatProvider(CompleteMixin):
-    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
+class BearerEndpoint(CompleteMixin):
+    """What both OpenAI wires share: model and base-URL checks, a Bearer key, one endpoint path.
 
-    name = "openai_compat"
+    The key is kept private: never in ``repr``, an error or a log line (``secrets`` of stream_sse).
+    """
 
-    def __init__(self, model: str, base_url: str, api_key: str | None = None, *,
-                 client: Any = None, timeout: Any = None, extra_headers: dict[str, str] | None = None) -> None:
+    name = "openai"
+    path = ""
+
+    def _setup(self, model: str, base_url: str, api_key: str | None, client: Any, timeout: Any,
+               extra_headers: dict[str, str] | None) -> None:
         self.model = require_model(model, provider=self.name)
         self.base_url = validate_base_url(base_url, provider=self.name)
+        if api_key is not None and not isinstance(api_key, str):
+            raise ProviderConfigError(f"{self.name}: api_key must be a string or None", provider=self.name,
+                                      hint="pass api_key=os.environ['OPENAI_API_KEY'] (None for a keyless local server)")
         self._api_key = api_key or None
         self._clients = ClientCache(client, timeout)
         self._extra_headers = dict(extra_headers or {})
 
     def __repr__(self) -> str:
-        return f"OpenAICompatProvider(model={self.model!r}, base_url={self.base_url!r})"
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
 
     @property
     def url(self) -> str:
-        return self.base_url + "/chat/completions"
+        return self.base_url + self.path
 
     def headers(self) -> dict[str, str]:
-        """The request headers (the key as a Bearer token when one was given)."""
+        """The request headers (the key as a Bearer token; none for a keyless local server)."""
         out = dict(self._extra_headers)
         if self._api_key:
             out["authorization"] = f"Bearer {self._api_key}"
         return out
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this provider opened (not one it was given)."""
+        await self._clients.aclose()
+
+
+class OpenAICompatProvider(BearerEndpoint):
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    name = "openai_compat"
+    path = "/chat/completions"
+
+    def __init__(self, model: str, base_url: str, api_key: str | None = None, *,
+                 client: Any = None, timeout: Any = None, extra_headers: dict[str, str] | None = None) -> None:
+        self._setup(model, base_url, api_key, client, timeout, extra_headers)
 
     def build_body(self, messages: Sequence[LLMMessage], *, tools: Iterable[dict[str, Any]] | None = None,
                    temperature: float | None = None, **options: Any) -> dict[str, Any]:
@@ -100,11 +122,6 @@ class OpenAICompatProvider(CompleteMixin):
                     yield chunk
         for chunk in state.end():
             yield chunk
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this provider opened (not one it was given)."""
-        await self._clients.aclose()
-
 
 class _ChatStream:
     """Assembles one chat/completions stream: content as it comes, tool calls per index."""

@@ -27,12 +27,11 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .classify import classify_error_body, malformed_data_error, stream_cut_error
-from .errors import ProviderConfigError
-from .http import ClientCache, require_model, stream_sse, validate_base_url
-from .openai_compat import parse_arguments, wire_tool_choice
+from .http import stream_sse
+from .openai_compat import BearerEndpoint, parse_arguments, wire_tool_choice
 from .parts import ImagePart, parse_parts, text_of
 from .tooldefs import function_tools
-from .types import CompleteMixin, FinishReason, LLMStreamChunk, LLMUsage
+from .types import FinishReason, LLMStreamChunk, LLMUsage
 
 if TYPE_CHECKING:
     from ..models import LLMMessage, ToolCall
@@ -41,35 +40,15 @@ _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.fa
 _REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
 
 
-class OpenAIResponsesProvider(CompleteMixin):
+class OpenAIResponsesProvider(BearerEndpoint):
     """A model behind OpenAI's ``/responses`` endpoint."""
 
     name = "openai_responses"
+    path = "/responses"
 
     def __init__(self, model: str, api_key: str | None, base_url: str = "https://api.openai.com/v1", *,
                  client: Any = None, timeout: Any = None, extra_headers: dict[str, str] | None = None) -> None:
-        self.model = require_model(model, provider=self.name)
-        self.base_url = validate_base_url(base_url, provider=self.name)
-        if api_key is not None and not isinstance(api_key, str):
-            raise ProviderConfigError(f"{self.name}: api_key must be a string or None", provider=self.name,
-                                      hint="pass api_key=os.environ['OPENAI_API_KEY'] (None for a keyless local server)")
-        self._api_key = api_key or None
-        self._clients = ClientCache(client, timeout)
-        self._extra_headers = dict(extra_headers or {})
-
-    def __repr__(self) -> str:
-        return f"OpenAIResponsesProvider(model={self.model!r}, base_url={self.base_url!r})"
-
-    @property
-    def url(self) -> str:
-        return self.base_url + "/responses"
-
-    def headers(self) -> dict[str, str]:
-        """The request headers (the key as a Bearer token; none for a keyless local server)."""
-        out = dict(self._extra_headers)
-        if self._api_key:
-            out["authorization"] = f"Bearer {self._api_key}"
-        return out
+        self._setup(model, base_url, api_key, client, timeout, extra_headers)
 
     def build_body(self, messages: Sequence[LLMMessage], *, tools: Iterable[dict[str, Any]] | None = None,
                    temperature: float | None = None, **options: Any) -> dict[str, Any]:
@@ -105,11 +84,6 @@ class OpenAIResponsesProvider(CompleteMixin):
                     break
         for chunk in state.end():
             yield chunk
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this provider opened (not one it was given)."""
-        await self._clients.aclose()
-
 
 class _ResponsesStream:
     """Assembles one Responses stream: text and reasoning as they come, calls per output item."""
