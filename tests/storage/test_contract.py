@@ -16,7 +16,7 @@ from steerable_agent_runtime import (
 from tests.helpers import boundary, event, item, message, run, seed, session, span, trace
 
 
-STORES = ["memory", "sqlite", "sqla-sqlite", "sqla-postgres"]
+STORES = ["memory", "sqlite", "sqla-sqlite", "sqla-postgres", "sqla-psycopg"]
 
 
 def make_store(kind: str, request: pytest.FixtureRequest, tmp_path) -> StorageAdapter:
@@ -29,7 +29,10 @@ def make_store(kind: str, request: pytest.FixtureRequest, tmp_path) -> StorageAd
 
     if kind == "sqla-sqlite":
         return SqlAlchemyStorage(f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}")
-    return SqlAlchemyStorage(request.getfixturevalue("pg_url"))
+    url = request.getfixturevalue("pg_url")
+    if kind == "sqla-psycopg":  # the other documented PostgreSQL driver (psycopg 3)
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    return SqlAlchemyStorage(url)
 
 
 @pytest.fixture(params=STORES)

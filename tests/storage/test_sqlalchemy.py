@@ -258,11 +258,12 @@ def write_everything(store) -> None:
                                     {**boundary("b"), "at": "2026-01-01T00:00:00Z"}]))
 
 
-def test_rows_are_byte_identical_to_sqlite_storage(postgres, pg_url, tmp_path):
+@pytest.mark.parametrize("driver", ["postgresql+asyncpg", "postgresql+psycopg"])
+def test_rows_are_byte_identical_to_sqlite_storage(postgres, pg_url, tmp_path, driver):
     sqlite_store = SqliteStorage(tmp_path / "s.db")
     write_everything(sqlite_store)
     run(sqlite_store.close())
-    pg_store = SqlAlchemyStorage(pg_url)
+    pg_store = SqlAlchemyStorage(driver + "://" + pg_url.split("://", 1)[1])
     write_everything(pg_store)
     run(pg_store.close())
     conn = sqlite3.connect(tmp_path / "s.db")
