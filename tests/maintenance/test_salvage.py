@@ -582,7 +582,7 @@ def test_fast_path_exports_what_the_page_reader_exports(store, tmp_path: Path, m
     conn.commit()
     conn.close()
     fast = salvage(db, tmp_path / "fast.jsonl")
-    monkeypatch.setattr(salvage_module, "_sqlite_sees_what_we_see", lambda pages: False)
+    monkeypatch.setattr(salvage_module, "_sqlite_check", lambda pages, spool, snapshot: None)
     slow = salvage(db, tmp_path / "slow.jsonl")
     assert (fast.method, slow.method) == ("sqlite", "page-reader")
 

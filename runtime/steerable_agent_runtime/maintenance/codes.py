@@ -63,6 +63,34 @@ CODES: dict[str, Code] = {
                          "`steerable-maint compact` prunes it with old traces; nothing else refers to it"),
     "lease-held": Code("info", "a process holds the write lease (the app is running)",
                        "nothing to do for read-only jobs; write jobs wait until it exits"),
+    "wal-frames-stop-verifying": Code("error", "the -wal's frames stop verifying before its end: committed"
+                                      " transactions after the bad frame are invisible to SQLite and the app",
+                                      "stop the app, back the files up, then run `steerable-maint salvage DB --out"
+                                      " rows.jsonl`: it reads the committed frames past the bad one"),
+    # salvage (its damage codes that name a loss SQLite's checksums alone would not show)
+    "salvage-sqlite-check-failed": Code("error", "salvage: SQLite refuses the file or its quick_check fails",
+                                        "the rows the page reader could decode are in the JSONL; rows on the"
+                                        " pages SQLite names may be lost: restore them from a backup"),
+    "salvage-schema-damaged": Code("error", "salvage: an entity table's CREATE statement has other columns",
+                                   "the rows were read by the page reader by shape; rebuild with"
+                                   " `steerable-maint salvage DB --out rows.jsonl --rebuild NEW.db`"),
+    "salvage-btree-page-wrong-kind": Code("error", "salvage: a page of a table's tree is an index page (or the"
+                                          " reverse): its root or a child pointer was overwritten",
+                                          "the rows that were on it are lost unless a copy was found elsewhere;"
+                                          " restore them from a backup"),
+    "salvage-record-not-of-its-table": Code("error", "salvage: a table's tree holds records of another shape"
+                                            " (its root or a child pointer now reaches another table's page)",
+                                            "the rows that were on that page are lost unless a copy was found"
+                                            " elsewhere; restore them from a backup"),
+    "salvage-cell-pointers-overlap": Code("error", "salvage: cell pointers of a page repeat or overlap, so the"
+                                          " rows they used to reach are no longer reachable",
+                                          "restore the rows of that page from a backup"),
+    "salvage-overflow-page-shared": Code("error", "salvage: an overflow page is reached twice in one walk (by"
+                                         " two cells, another tree, or a cycle); it was read once",
+                                         "the rows whose payload ran through it are exported unverified or"
+                                         " not at all; restore them from a backup"),
+    "salvage-rows-unaccounted": Code("error", "salvage: rows are missing between the ones recovered (a history"
+                                     " record's seqs have gaps)", "restore the missing entries from a backup"),
     "wal-large": Code("warning", "the -wal file is past the size threshold (checkpoints are not keeping up)",
                       "let the app checkpoint (stop long readers), or restart the app when idle"),
 }

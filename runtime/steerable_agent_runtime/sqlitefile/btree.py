@@ -63,10 +63,14 @@ def read_schema(db: SqliteFile) -> list[SchemaEntry]:
     return out
 
 
-def walk_tree(db: SqliteFile, root: int) -> Iterator[Cell]:
+def walk_tree(db: SqliteFile, root: int, *, index: bool | None = None) -> Iterator[Cell]:
     """Every leaf cell of the b-tree rooted at ``root`` (table or index), in page order.
 
-    Interior pages give their children; pages already marked are not entered again.
+    ``index``: whether the tree is an index (or WITHOUT ROWID) tree; None takes the root's
+    kind. A page of the other kind (a table root overwritten by an index page, a child of
+    the wrong kind) is counted as ``btree_page_wrong_kind`` and not entered: its cells are
+    not this tree's. Interior pages give their children; pages already marked are not
+    entered again.
     """
     stack = [root]
     while stack:
@@ -77,6 +81,12 @@ def walk_tree(db: SqliteFile, root: int) -> Iterator[Cell]:
         head = page_header(page, db.header_offset(pgno), db.usable)
         if head is None:
             db.note("btree_page_malformed", pgno)
+            continue
+        is_index = head.kind in (INDEX_LEAF, INDEX_INTERIOR)
+        if index is None:
+            index = is_index
+        if is_index != index:
+            db.note("btree_page_wrong_kind", pgno)
             continue
         if head.is_leaf:
             yield from leaf_cells(db, page, pgno)
@@ -125,6 +135,9 @@ def _index_interior_cells(db: SqliteFile, page: bytes, pgno: int, head: Any) -> 
 def leaf_cells(db: SqliteFile, page: bytes, pgno: int, *, as_of: int | None = None) -> Iterator[Cell]:
     """Decode every cell of a leaf page image (table or index); damaged cells have fields None.
 
+    Cells must not share bytes: a pointer that repeats another is counted once as
+    ``cell_pointer_repeated`` (its cell is produced once), cells whose extents overlap
+    as ``cell_pointers_overlap`` (per page; each cell is still decoded where it can be).
     ``as_of`` (a WAL frame index): the image is that frame's, so overflow pages are read as
     they were then (the newest frame up to it, else the database file), not as they are now.
     """
@@ -132,13 +145,49 @@ def leaf_cells(db: SqliteFile, page: bytes, pgno: int, *, as_of: int | None = No
     if head is None or head.kind not in (TABLE_LEAF, INDEX_LEAF):
         db.note("leaf_page_malformed", pgno)
         return
-    for ptr in cell_pointers(page, head, db.usable):
-        cell = _leaf_cell(db, page, pgno, ptr, head.kind == TABLE_LEAF, as_of) if ptr is not None else None
+    table = head.kind == TABLE_LEAF
+    pointers = cell_pointers(page, head, db.usable)
+    seen: set[int] = set()
+    for ptr in pointers:
+        if ptr is not None and ptr in seen:
+            continue
+        cell = _leaf_cell(db, page, pgno, ptr, table, as_of) if ptr is not None else None
+        if ptr is not None:
+            seen.add(ptr)
         if cell is None or cell.fields is None:
             db.note("cell_undecodable", pgno)
             yield cell or Cell(pgno, None, None)
         else:
             yield cell
+    if len(seen) < sum(p is not None for p in pointers):
+        db.note("cell_pointer_repeated", pgno)
+    if _overlapping(page, sorted(seen), table, db.usable):
+        db.note("cell_pointers_overlap", pgno)
+
+
+def _overlapping(page: bytes, starts: list[int], table: bool, usable: int) -> bool:
+    """Whether any cell (by its header: payload size, rowid, local part, overflow pointer)
+    reaches into the next one, or past the usable end of the page."""
+    for at, ptr in enumerate(starts):
+        end = _cell_end(page, ptr, table, usable)
+        limit = starts[at + 1] if at + 1 < len(starts) else usable
+        if end is not None and end > limit:
+            return True
+    return False
+
+
+def _cell_end(page: bytes, ptr: int, table: bool, usable: int) -> int | None:
+    size = read_varint(page, ptr)
+    if size is None or size[0] < 0:
+        return None
+    pos = size[1]
+    if table:
+        rowid = read_varint(page, pos)
+        if rowid is None:
+            return None
+        pos = rowid[1]
+    local = local_payload_size(size[0], usable, table_leaf=table)
+    return pos + local + (4 if local < size[0] else 0)
 
 
 def _leaf_cell(db: SqliteFile, page: bytes, pgno: int, ptr: int, table: bool, as_of: int | None = None) -> Cell | None:

@@ -74,6 +74,9 @@ class WalScan:
     live: dict[int, int] = field(default_factory=dict)
     db_size: int | None = None
     damage: Counter[str] = field(default_factory=Counter)
+    broken_at: int | None = None
+    """The first frame whose checksum fails while a later commit frame of this WAL's
+    generation follows (``wal_frame_checksum_mismatch``): committed frames are cut off there."""
 
     @property
     def committed_frames(self) -> int:
@@ -149,7 +152,9 @@ def _read_frames(f: BinaryIO, file_size: int, scan: WalScan, big_endian: bool,
         raw.append((pgno, commit, chain_ok))
         index += 1
     if broken_at >= 0:
-        scan.damage[_break_kind(f, raw, broken_at, salts, scan.page_size)] += 1
+        kind = _break_kind(f, raw, broken_at, salts, scan.page_size)
+        scan.damage[kind] += 1
+        scan.broken_at = broken_at if kind == "wal_frame_checksum_mismatch" else None
     _label(scan, raw, last_commit)
 
 

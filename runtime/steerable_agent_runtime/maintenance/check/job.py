@@ -21,6 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from ...sqlitefile.wal import scan_wal
 from ...storage.lease import lease_holder
 from ...storage.schema import SCHEMA_VERSION, TABLES
 from ..codes import FindingLog
@@ -227,3 +228,27 @@ def _wal(path: Path, threshold: int, report: CheckReport, log: FindingLog) -> No
         return
     if report.wal_bytes > threshold:
         log.add("wal-large", f"-wal is {report.wal_bytes} bytes, past the {threshold}-byte threshold")
+    _wal_frames(path, log)
+
+
+def _wal_frames(path: Path, log: FindingLog) -> None:
+    """A -wal whose frames stop verifying before its end: SQLite reads frames up to the first
+    bad one (or none, when the header's checksum fails), so the committed transactions after
+    it are invisible to it, to integrity_check and to the app. The page reader's WAL scan
+    (sqlitefile.wal) tells that from a torn uncommitted tail, which is not damage."""
+    try:
+        with open(path.with_name(path.name + "-wal"), "rb") as wal, open(path, "rb") as db:
+            header = db.read(18)
+            raw = int.from_bytes(header[16:18], "big") if len(header) == 18 else 0
+            scan = scan_wal(wal, os.fstat(wal.fileno()).st_size, 65536 if raw == 1 else raw or None)
+    except FileNotFoundError:
+        return
+    if scan is None:
+        return
+    frames = len(scan.frames)
+    if scan.broken_at is not None:
+        log.add("wal-frames-stop-verifying", f"-wal frame {scan.broken_at} of {frames} fails its checksum and"
+                " committed transactions follow it: SQLite does not see them")
+    elif scan.damage["wal_header_damaged"] and scan.committed_frames:
+        log.add("wal-frames-stop-verifying", f"the -wal header fails its checksum: SQLite ignores all {frames}"
+                f" frames, {scan.committed_frames} of them committed")

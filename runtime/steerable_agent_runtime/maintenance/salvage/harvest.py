@@ -33,12 +33,15 @@ class Tally:
 def harvest_all(db: SqliteFile, spool: Spool, tally: Tally, progress: Callable[[int, int], None] | None = None
                 ) -> None:
     """Everything the page reader can reach: live trees, loose pages, the WAL's other frames."""
-    roots = {e.rootpage: e.name for e in read_schema(db) if e.type == "table" and e.rootpage > 0}
-    tally.missing_roots = len(set(TABLES) - set(roots.values()))
-    for root, name in roots.items():
+    entries = {e.rootpage: e for e in read_schema(db) if e.type == "table" and e.rootpage > 0}
+    tally.missing_roots = len(set(TABLES) - {e.name for e in entries.values()})
+    for root, entry in entries.items():
         origin = Origin("btree", None, None, True, LIVE, True)
         # An unknown name (a full-text index table, or a damaged name) is matched by shape.
-        _store(spool, tally, _rows(walk_tree(db, root), name if name in TABLES else None, origin, spool.keyed))
+        # An entity table is a rowid table: a page of an index tree in it is damage.
+        known = entry.name in TABLES
+        cells = walk_tree(db, root, index=False if known else entry.without_rowid)
+        _store(spool, tally, _rows(cells, entry.name if known else None, origin, spool.keyed, db))
     harvest_free(db, spool, tally, scan_loose=True, progress=progress)
 
 
@@ -85,11 +88,13 @@ def _is_leaf(db: SqliteFile, pgno: int, image: bytes) -> bool:
     return head is not None and head.kind == TABLE_LEAF and head.cell_count > 0
 
 
-def _rows(cells: Iterator[Cell], table: str | None, origin: Origin, keyed: bool = True
-          ) -> Iterator[tuple[Row | None, Origin, bool]]:
+def _rows(cells: Iterator[Cell], table: str | None, origin: Origin, keyed: bool = True,
+          db: SqliteFile | None = None) -> Iterator[tuple[Row | None, Origin, bool]]:
     """(row, origin, looks_ours) per decodable cell; row None when no table fits it.
 
-    ``table`` None means the tree is not known to be an entity table: match by shape.
+    ``table`` None means the tree is not known to be an entity table: match by shape. In a
+    known table's tree, a record of another shape (the root overwritten by another table's
+    page, a pointer into another tree) is counted on ``db`` as ``record_not_of_its_table``.
     ``keyed``: the store's checksums cover the key columns (rows.to_row).
     """
     for cell in cells:
@@ -97,6 +102,8 @@ def _rows(cells: Iterator[Cell], table: str | None, origin: Origin, keyed: bool 
             continue
         row = to_row(table, cell.fields, keyed=keyed) if table else None
         if row is None:  # unknown tree, or a damaged pointer led into another table's page
+            if table and db is not None:
+                db.note("record_not_of_its_table", cell.page)
             name = match_table(cell.fields)
             row = to_row(name, cell.fields, keyed=keyed) if name else None
         page = origin.page if origin.page is not None else cell.page

@@ -65,6 +65,7 @@ from ...privatefile import WRITE_ERRNOS
 from ...storage.markers import has_wal_content, wal_path
 from ...storage.schema import APPLICATION_ID
 from ..readonly import copy_private, fingerprint, private_temp_base
+from ..codes import CODES
 from ..report import Finding, JobReport, Progress, no_progress
 from .harvest import Tally, harvest_all, harvest_free
 from .output import atomic_output, check_target, merge_tally, write_jsonl, write_store
@@ -123,6 +124,12 @@ class SalvageReport(JobReport):
     """Keys whose newest committed copies include two verified ones that disagree (at most
     UNPLACED_LISTED; ``collisions_total`` counts them all)."""
     collisions_total: int = 0
+    sqlite_check: list[str] = []
+    """What SQLite said of the file when it refused it or its ``quick_check`` failed (one line
+    each, at most spool.CHECK_LINES); empty when SQLite found it sound or was not asked."""
+    history_gaps: dict[str, int] = {}
+    """Page-reader path: per history record whose recovered entries are not contiguous from
+    seq 1, how many are missing between them (at most UNPLACED_LISTED records)."""
 
     @property
     def complete(self) -> bool:
@@ -292,24 +299,33 @@ def _collect(snapshot: _Snapshot, spool: Spool, report: SalvageReport, step: Pro
             report.schema_version = spool.version = pages.header.user_version
         report.keys_covered = spool.keyed
         tally = Tally()
-        # mode=ro never changes the copy's bytes, except that a 0-byte db makes SQLite drop
-        # the -wal (DESIGN.md): hence the size check, so the page reader still sees it.
-        if fast and _sqlite_sees_what_we_see(pages) and spool.attach_readonly(snapshot.uri):
+        problems = _sqlite_check(pages, spool, snapshot)
+        if fast and problems == [] and not set(pages.damage) - _BENIGN_DAMAGE:
             report.method = "sqlite"
             with _fast_path():
                 spool.live_tables = spool.source_tables()
                 harvest_free(pages, spool, tally, scan_loose=False)
                 spool.mark_live()
         else:
+            if problems == []:
+                spool.detach()  # sound to SQLite, but the page reader saw damage: it reads everything
             harvest_all(pages, spool, tally, lambda done, total: step("scan pages", done, total))
         report.damage = dict(pages.damage)
         report.damaged_pages = {code: sorted(p) for code, p in pages.damaged_pages.items() if p}
         if tally.missing_roots:
             report.damage["schema_table_missing"] = tally.missing_roots
+        for code, line in problems or ():
+            report.damage[code] = report.damage.get(code, 0) + 1
+            report.sqlite_check.append(line)
         report.unmatched_records = tally.unmatched_records
         if pages.wal is not None:
             report.wal_frames = {s: sum(f.state == s for f in pages.wal.frames) for s in ("committed", "uncommitted", "invalid")}
     spool.finish()
+    if not spool.live_tables:  # the page reader's harvest: entries lost between the ones found?
+        gaps = spool.history_gaps()
+        if gaps:
+            report.damage["history_seq_gap"] = len(gaps)
+            report.history_gaps = dict(gaps[:UNPLACED_LISTED])
     clashes = sorted(spool.collisions())
     report.collisions_total = len(clashes)
     report.collisions = [UnplacedRow(table=t, key=json.loads(k), reason="verified copies with different data")
@@ -328,11 +344,14 @@ def _fast_path() -> Iterator[None]:
         raise _FastPathFailed(str(exc)) from exc
 
 
-def _sqlite_sees_what_we_see(pages: SqliteFile) -> bool:
-    """Whether SQLite would read the same pages: an intact header, a non-empty file, and no
-    damage the page reader noticed (SQLite ignores a -wal whose header fails its checksum,
-    where the page reader still trusts frames whose own checksums chain correctly)."""
-    return pages.header.magic_ok and pages.file_size > 0 and not set(pages.damage) - _BENIGN_DAMAGE
+def _sqlite_check(pages: SqliteFile, spool: Spool, snapshot: _Snapshot) -> list[tuple[str, str]] | None:
+    """SQLite's own verdict on the snapshot (Spool.attach_readonly: [] sound and attached as
+    ``src``, else the problems); None when SQLite is not asked: the header is lost, or the
+    db file is empty (mode=ro never changes the copy's bytes, except that a 0-byte db makes
+    SQLite drop the -wal, DESIGN.md; the page reader reads it instead)."""
+    if not pages.header.magic_ok or pages.file_size == 0:
+        return None
+    return spool.attach_readonly(snapshot.uri)
 
 
 def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:
@@ -385,11 +404,32 @@ def _on_pages(pages: list[int]) -> str:
     return f" (page {shown}{', ...' if len(pages) > 10 else ''})"
 
 
+_NAMED = {
+    "sqlite_check_failed": "salvage-sqlite-check-failed", "schema_columns_wrong": "salvage-schema-damaged",
+    "btree_page_wrong_kind": "salvage-btree-page-wrong-kind", "record_not_of_its_table": "salvage-record-not-of-its-table",
+    "cell_pointer_repeated": "salvage-cell-pointers-overlap", "cell_pointers_overlap": "salvage-cell-pointers-overlap",
+    "overflow_page_shared": "salvage-overflow-page-shared", "history_seq_gap": "salvage-rows-unaccounted",
+}
+"""Damage codes with a registered finding code (maintenance/codes.py: severity and remedy)."""
+
+
+def _damage_finding(report: SalvageReport, code: str, count: int) -> Finding:
+    where = _on_pages(report.damaged_pages.get(code, []))
+    message = f"{count} x {code.replace('_', ' ')}{where}"
+    if code == "sqlite_check_failed":
+        message = f"SQLite: {report.sqlite_check[0]}" + (f" (and {count - 1} more)" if count > 1 else "")
+    elif code == "history_seq_gap":
+        shown = ", ".join(f"{record} ({missing} missing)" for record, missing in list(report.history_gaps.items())[:5])
+        message = f"{count} history records have entries missing between the recovered ones: {shown}"
+    if code in _NAMED:
+        spec = CODES[_NAMED[code]]
+        return Finding(code=_NAMED[code], severity=spec.severity, message=message, hint=spec.hint)
+    return Finding(code=f"salvage.{code}", severity="info" if code in _BENIGN_DAMAGE else "error", message=message,
+                   hint="the rows it held were salvaged where readable")
+
+
 def _findings(report: SalvageReport) -> list[Finding]:
-    found = [Finding(code=f"salvage.{code}", severity="info" if code in _BENIGN_DAMAGE else "error",
-                     message=f"{count} x {code.replace('_', ' ')}{_on_pages(report.damaged_pages.get(code, []))}",
-                     hint="the rows it held were salvaged where readable")
-             for code, count in sorted(report.damage.items())]
+    found = [_damage_finding(report, code, count) for code, count in sorted(report.damage.items())]
     if report.unmatched_records:
         found.append(Finding(code="salvage.unmatched_records", severity="error",
                              message=f"{report.unmatched_records} records matched no table",

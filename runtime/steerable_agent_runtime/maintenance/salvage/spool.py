@@ -40,6 +40,15 @@ from ..readonly import lenient_text
 from .rows import INDEXED, Row
 
 LIVE, UNALLOCATED, STALE = 3_000_000_000, 2_000_000_000, 0
+CHECK_LINES = 20
+"""At most this many of quick_check's problems are kept (the first is the one to read)."""
+
+
+def one_line(value: object, limit: int = 300) -> str:
+    """``value`` as text on one line (SQLite may quote multi-line schema SQL), cut to ``limit``."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
 _SCHEMA = """
 CREATE TABLE cand (
     id INTEGER PRIMARY KEY, tbl TEXT NOT NULL, key TEXT NOT NULL, columns TEXT NOT NULL, data BLOB,
@@ -108,37 +117,50 @@ class Spool:
         """Whether the salvaged store's checksums cover the key columns."""
         return covers_key(self.version)
 
-    def attach_readonly(self, uri: str) -> bool:
+    def attach_readonly(self, uri: str) -> list[tuple[str, str]]:
         """Attach the store read-only as ``src`` (``uri``: a ``mode=ro`` private copy, or
-        ``immutable=1`` for a source without a -wal); True if SQLite finds it sound
-        (``quick_check`` ok), False (detached) if it refuses it or finds damage."""
+        ``immutable=1`` for a source without a -wal) and ask SQLite whether it is sound.
+
+        Returns [] when it is (``src`` stays attached), else what is wrong as (damage code,
+        one-line message) pairs, ``src`` detached: ``sqlite_check_failed`` for SQLite
+        refusing the file or each problem ``quick_check`` lists (at most CHECK_LINES),
+        ``schema_columns_wrong`` for an entity table whose columns are not the store's.
+        """
         self.src_uri = uri
         try:
             self.conn.execute("ATTACH DATABASE ? AS src", (uri,))
-        except (sqlite3.DatabaseError, UnicodeDecodeError):  # SQLite's message may quote damaged bytes
-            return False
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may quote damaged bytes
+            return [("sqlite_check_failed", f"SQLite refuses to open it: {one_line(exc)}")]
         try:
-            ok = [r[0] for r in self.conn.execute("PRAGMA src.quick_check")] == ["ok"]
-            ok = ok and self.schema_matches()
-        except (sqlite3.DatabaseError, UnicodeDecodeError):
-            ok = False
-        if not ok:
+            lines = [r[0] for r in self.conn.execute(f"PRAGMA src.quick_check({CHECK_LINES})")]
+            problems = [("sqlite_check_failed", f"quick_check: {one_line(x)}") for x in lines if x != "ok"]
+            if not problems:
+                problems = [("schema_columns_wrong", f"table {t} has other columns than a store's")
+                            for t in self.schema_mismatches()]
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            problems = [("sqlite_check_failed", f"quick_check could not finish: {one_line(exc)}")]
+        if problems:
             self.conn.execute("DETACH DATABASE src")
-        return ok
+        return problems
+
+    def detach(self) -> None:
+        """Detach ``src`` (attached by a successful attach_readonly)."""
+        self.conn.execute("DETACH DATABASE src")
 
     def source_tables(self) -> list[str]:
         """The entity tables present in the attached copy."""
         rows = self.conn.execute("SELECT name FROM src.sqlite_master WHERE type = 'table'").fetchall()
         return [name for (name,) in rows if name in TABLES]
 
-    def schema_matches(self) -> bool:
-        """Whether every entity table of the attached copy has exactly the expected columns
-        (a damaged CREATE statement can still parse, with other names)."""
+    def schema_mismatches(self) -> list[str]:
+        """The entity tables of the attached copy whose columns are not exactly the expected
+        ones (a damaged CREATE statement can still parse, with other names)."""
+        wrong = []
         for table, spec in TABLES.items():
             names = tuple(r[1] for r in self.conn.execute(f"PRAGMA src.table_info({table})"))
             if names != spec.all_columns:
-                return False
-        return True
+                wrong.append(table)
+        return wrong
 
     def _begin(self) -> None:
         if not self.conn.in_transaction:
@@ -235,6 +257,17 @@ class Spool:
             "SELECT columns, data FROM cand WHERE tbl = ? AND key = ? AND committed = 1 AND verified = 1"
             " ORDER BY rank DESC, id LIMIT 1", (table, key)).fetchone()
         return (json.loads(row[0]), row[1]) if row else None
+
+    def history_gaps(self) -> list[tuple[str, int]]:
+        """(record_id, entries missing) of every history record whose recovered seqs on live
+        or orphaned pages are not contiguous from 1 (after finish; the page-reader path):
+        entries lost between (or before) the ones found. Freed and older WAL copies do not
+        count: a deleted record leaves partial copies there."""
+        return list(self.conn.execute(f"""
+            SELECT r, max(s) - count(*) FROM (
+                SELECT DISTINCT json_extract(key, '$[0]') AS r, json_extract(key, '$[1]') AS s
+                FROM cand WHERE tbl = 'history' AND committed = 1 AND rank >= {UNALLOCATED})
+            WHERE typeof(s) = 'integer' AND s >= 1 GROUP BY r HAVING max(s) != count(*) ORDER BY r"""))
 
     def collisions(self) -> set[tuple[str, str]]:
         """(table, key JSON) of every key whose newest committed copies include two verified
