@@ -74,7 +74,8 @@ async def loop_turns(storage_factory, router, turns: int, rounds: int, clock=tim
 
 
 async def bare_turns(storage_factory, router, turns: int, rounds: int, clock=time.process_time) -> float:
-    """The same requests, dispatches and transcript by hand; with a storage, the same appends."""
+    """The same requests, dispatches and transcript by hand; with a storage, the same appends (the
+    entries the loop's RecordWriter writes: items holding the LLMMessage instances)."""
     storage = storage_factory() if storage_factory else None
     started = clock()
     for turn in range(turns):
@@ -82,7 +83,7 @@ async def bare_turns(storage_factory, router, turns: int, rounds: int, clock=tim
         transcript = [USER]
         record = f"chat{turn}"
         if storage is not None:
-            await storage.append_history(record, [{"type": "item", "message": USER.to_wire()}])
+            await storage.append_history(record, [{"type": "item", "message": USER}])
         while True:
             text, calls = [], []
             async for chunk in provider.stream(transcript, tools=router.describe()):
@@ -94,14 +95,14 @@ async def bare_turns(storage_factory, router, turns: int, rounds: int, clock=tim
                                tool_calls=[c.to_wire() for c in calls] or None)
             transcript.append(reply)
             if storage is not None:
-                await storage.append_history(record, [{"type": "item", "message": reply.to_wire()}])
+                await storage.append_history(record, [{"type": "item", "message": reply}])
             if not calls:
                 break
             results = [LLMMessage(role="tool", tool_call_id=c.id, name=c.name,
                                   content=(await router.dispatch(c)).to_content()) for c in calls]
             transcript.extend(results)
             if storage is not None:
-                await storage.append_history(record, [{"type": "item", "message": m.to_wire()} for m in results])
+                await storage.append_history(record, [{"type": "item", "message": m} for m in results])
     elapsed = clock() - started
     if storage is not None:
         await storage.close()

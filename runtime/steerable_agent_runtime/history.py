@@ -231,6 +231,12 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
     is written field by field in the model's order, the text through json's string encoder,
     which equals the model's dump (a property test checks it); everything else is validated
     and dumped by its model.
+
+    An item's ``message`` may also be an LLMMessage instance (what the loop appends). One that
+    passes :func:`is_sound_message` is dumped by the model's own serializer without being
+    validated again; any other instance is first turned into its wire dict and takes the dict
+    path. Either way the stored bytes, the returned dict and the errors are those of the same
+    entry with ``message.to_wire()`` (a property test checks it).
     """
     prepared: list[PreparedEntry] = []
     seq = next_seq
@@ -251,6 +257,14 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
                 f"record {record_id!r}: cannot append a v{version} entry (this build writes v{RECORD_FORMAT_VERSION})",
                 record_id=record_id, version=version, hint="upgrade the app to write this entry",
             )
+        message = entry.get("message")
+        if isinstance(message, LLMMessage):
+            typed = _typed_item(entry, message, seq, now)
+            if typed is not None:
+                prepared.append(typed)
+                seq += 1
+                continue
+            entry = {**entry, "message": _message_wire(message, record_id, seq)}
         stamped = dict(entry)  # v and seq are stamped over whatever the entry says (checked above)
         stamped.update(v=RECORD_FORMAT_VERSION, seq=seq)
         stamped["at"] = stamped.get("at") or now
@@ -274,6 +288,73 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
         prepared.append(PreparedEntry(seq, RECORD_FORMAT_VERSION, wire["type"], wire["at"], data, wire))
         seq += 1
     return prepared
+
+
+_TYPED_ITEM_KEYS = frozenset(("type", "message", "v", "seq", "at"))
+
+
+def is_sound_message(message: Any) -> bool:
+    """A fast, conservative test that an LLMMessage instance still holds what its validation
+    would accept (fields can be reassigned after construction): exactly an LLMMessage, a known
+    role, str-or-None text fields, content a str, None or a list of dicts with str keys, and
+    tool_calls None or a list of dicts with str keys. False decides nothing (validate in full).
+    """
+    if type(message) is not LLMMessage or message.role not in CHAT_ROLES:
+        return False
+    call_id, name, content, calls = message.tool_call_id, message.name, message.content, message.tool_calls
+    if (call_id is not None and type(call_id) is not str) or (name is not None and type(name) is not str):
+        return False
+    if content is not None and type(content) is not str and not _dicts_with_str_keys(content):
+        return False
+    return calls is None or _dicts_with_str_keys(calls)
+
+
+def _dicts_with_str_keys(value: Any) -> bool:
+    if type(value) is not list:
+        return False
+    for part in value:  # loops, not all(): this runs for every message the loop appends
+        if type(part) is not dict:
+            return False
+        for key in part:
+            if type(key) is not str:
+                return False
+    return True
+
+
+_dump_message_json = LLMMessage.__pydantic_serializer__.to_json
+_dump_message = LLMMessage.__pydantic_serializer__.to_python
+
+
+def _typed_item(entry: Mapping[str, Any], message: LLMMessage, seq: int, now: str) -> PreparedEntry | None:
+    """The item holding a sound LLMMessage instance, ready to store; None: take the dict path.
+
+    Written like HistoryItem's dump (v, type, seq, at, message in the model's order), the
+    message by LLMMessage's serializer; anything it cannot dump (a lone surrogate, a value
+    that is not JSON) goes the dict path, which raises the usual error.
+    """
+    if entry.get("type") != "item" or not _TYPED_ITEM_KEYS.issuperset(entry) or not is_sound_message(message):
+        return None
+    at = entry.get("at") or now
+    if at is not now and not is_stored_timestamp(at):  # now is utc_now(): in stored form
+        return None
+    try:
+        text = _dump_message_json(message, by_alias=True, exclude_none=True).decode()
+        wire_message = _dump_message(message, mode="json", by_alias=True, exclude_none=True)
+    except Exception:  # noqa: BLE001 - the dict path reports it
+        return None
+    data = f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":{seq},"at":"{at}","message":{text}}}'
+    wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
+    return PreparedEntry(seq, RECORD_FORMAT_VERSION, "item", at, data, wire)
+
+
+def _message_wire(message: LLMMessage, record_id: str, seq: int) -> dict[str, Any]:
+    """``message.to_wire()``; a message whose values are not JSON is a RecordFormatError."""
+    try:
+        return message.to_wire()
+    except PydanticSerializationError as exc:
+        raise RecordFormatError(f"record {record_id!r} seq {seq}: message does not serialise as JSON ({exc});"
+                                " nothing was appended", record_id=record_id, seq=seq,
+                                hint="pass JSON values only (str, numbers, bools, None, lists, dicts)") from None
 
 
 _json_string = encode_basestring

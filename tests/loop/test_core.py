@@ -50,6 +50,9 @@ def test_record_equals_the_next_request_after_every_round_of_a_multi_round_run(t
     assert len(provider.requests) == 4
     for request, snapshot in zip(provider.requests, provider.snapshots):
         assert snapshot == request.messages  # the record is exactly what the model was sent
+    sent = provider.requests[-1].messages  # each call's assistant message comes before its results
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "tool", "assistant", "tool", "assistant", "tool"]
+    assert [c["id"] for c in sent[1].tool_calls] == ["a", "b"] and sent[4].tool_calls[0]["id"] == "c"
     final = run(resume_transcript(store, "c1"))
     assert final == provider.requests[-1].messages + [LLMMessage(role="assistant", content="all done")]
     entries = run(store.list_history("c1"))

@@ -32,11 +32,11 @@ from ..models import AgentSession, LLMMessage, ToolCall, utc_now
 from ..tools import ToolRouter
 from .config import LoopConfig
 from .events import CompletionStatus, LoopEvent
-from .hooks import LoopContext, LoopHooks, NoopHooks, RewriteRequest
+from .hooks import LoopContext, LoopHooks, NoopHooks, RewriteRequest, overrides
 from .record import RecordWriter, repair_dangling
 from .request import Attempt
 from .spans import null_run
-from .toolbatch import Approver, ToolBatch, tool_message
+from .toolbatch import Approver, ToolBatch, start_event, tool_message
 
 _OUTCOME = {"completed": "ok", "failed": "error", "budget_exhausted": "budget_exhausted", "cancelled": "cancelled"}
 
@@ -97,6 +97,7 @@ class CoreLoop:
         self._compact = False
         self._running = False
         self._batch: ToolBatch | None = None
+        self._hook_pre_step = self._hook_before_completion = True  # set per turn (see hooks.overrides)
 
     # --- control (callable from another task while a turn runs) ---------------------------
 
@@ -167,10 +168,15 @@ class CoreLoop:
 
     async def _turn(self, messages: list[LLMMessage], chat_id: str, session: AgentSession | None,
                     resume_id: str | None) -> AsyncIterator[LoopEvent]:
+        # The one generator of a turn: the round skeleton, with every step that yields nothing
+        # while it works a coroutine returning its events (one generator layer per event, not
+        # one per step); only a provider attempt streams from a generator of its own.
         self._running = True
         self._cancel_event = asyncio.Event()
         if self._cancel:
             self._cancel_event.set()
+        self._hook_pre_step = overrides(self.hooks, "pre_step")
+        self._hook_before_completion = overrides(self.hooks, "before_completion")
         try:
             record_id = resume_id or self.record_id or chat_id
             writer = RecordWriter(self.storage, record_id)
@@ -180,11 +186,54 @@ class CoreLoop:
             tracing = self.recorder.run(session or _default_session(chat_id)) if self.recorder else null_run()
             async with tracing as run:
                 self.trace_id = run.trace_id
-                turn = _Turn(transcript, writer, ctx, batch, run)
-                self.transcript = turn.transcript
+                t = _Turn(transcript, writer, ctx, batch, run)
+                self.transcript = t.transcript
                 try:
-                    async for event in self._rounds(turn):
-                        yield event
+                    while True:
+                        # stage_start and each steer event go out before the next step runs, so a
+                        # cancel() or steer() made on seeing them acts on this round
+                        yield LoopEvent("stage_start", {"round": t.round})
+                        for text in self._take_steer():
+                            t.transcript.append(LLMMessage(role="user", content=text))
+                            yield LoopEvent("steer", {"content": text})
+                        for event in await self._open_round(t):
+                            yield event
+                        if t.stopped:
+                            return
+                        attempt = 1
+                        while True:  # the attempts of this round's request
+                            outcome = Attempt(t.round, attempt)
+                            t.ctx.attempt = attempt
+                            async for event in outcome.stream(self.provider, t.transcript, self.tools.describe(),
+                                                              self.config.request_options(), run, self._cancel_event):
+                                yield event
+                            events, retry = await self._after_attempt(t, outcome)
+                            for event in events:
+                                yield event
+                            if not retry:
+                                break
+                            attempt += 1
+                        if t.calls and t.failure is None:
+                            await t.writer.flush(t.transcript)  # the calls are in the record before any runs
+                            results: list[tuple[ToolCall, Any]] = []
+                            for group in batch.groups(t.calls):
+                                if self._cancelled():
+                                    for event in batch.answer_cancelled(group, t.ctx, results):
+                                        yield event
+                                    continue
+                                for call in group:
+                                    yield start_event(call)
+                                for event in await batch.run_group(group, t.ctx, run, results):
+                                    yield event
+                            yield await self._after_tools(t, results)  # stage_complete
+                            for event in await self._tool_guards(t):
+                                yield event
+                        else:
+                            for event in await self._settle(t):
+                                yield event
+                        if t.stopped:
+                            return
+                        t.round += 1
                 except GeneratorExit:
                     run.set_outcome("cancelled")
                     raise
@@ -214,38 +263,27 @@ class CoreLoop:
 
     # --- the rounds -------------------------------------------------------------------------
 
-    async def _rounds(self, t: _Turn) -> AsyncIterator[LoopEvent]:
-        while True:
-            yield LoopEvent("stage_start", {"round": t.round})
-            for text in self._take_steer():
-                t.transcript.append(LLMMessage(role="user", content=text))
-                yield LoopEvent("steer", {"content": text})
-            if self._cancelled():
-                for event in await self._end(t, "cancelled", "cancelled before the request"):
-                    yield event
-                return
-            exhausted = self._exhausted(t)
-            if exhausted is not None:
-                yield LoopEvent("budget_exhausted", exhausted)
-                for event in await self._end(t, "budget_exhausted", exhausted["reason"]):
-                    yield event
-                return
-            t.ctx.round_index = t.round
-            events, rejected = await self._pre_step(t)
-            for event in events:
-                yield event
-            if rejected is not None:
-                for event in await self._end(t, "failed", rejected):
-                    yield event
-                return
-            await t.writer.flush(t.transcript)
-            async for event in self._request(t):
-                yield event
-            async for event in self._after_response(t):
-                yield event
-            if t.stopped:
-                return
-            t.round += 1
+    async def _open_round(self, t: _Turn) -> list[LoopEvent]:
+        """A round after its steer messages, up to its request: the cancel and budget guards,
+        pre_step and a requested compaction, the flush. Sets ``t.stopped`` when the turn ends here."""
+        events: list[LoopEvent] = []
+        if self._cancelled():
+            events += await self._end(t, "cancelled", "cancelled before the request")
+            return events
+        exhausted = self._exhausted(t)
+        if exhausted is not None:
+            events.append(LoopEvent("budget_exhausted", exhausted))
+            events += await self._end(t, "budget_exhausted", exhausted["reason"])
+            return events
+        t.ctx.round_index = t.round
+        rejected = await self._pre_step(t, events)
+        if rejected is not None:
+            events += await self._end(t, "failed", rejected)
+            return events
+        await t.writer.flush(t.transcript)
+        t.reply, t.calls, t.failure = None, [], None
+        t.rounds_run = t.round + 1
+        return events
 
     def _take_steer(self) -> list[str]:
         taken, self._steer = self._steer, []
@@ -263,16 +301,16 @@ class CoreLoop:
             return {"reason": "budget_tokens", "rounds": t.round, "totalTokens": total}
         return None
 
-    async def _pre_step(self, t: _Turn) -> tuple[list[LoopEvent], str | None]:
-        """hooks.pre_step, then a requested compaction; the events, and the reason of a reject."""
-        action = await self.hooks.pre_step(list(t.transcript), t.ctx)
+    async def _pre_step(self, t: _Turn, events: list[LoopEvent]) -> str | None:
+        """hooks.pre_step, then a requested compaction, their events added to ``events``; the
+        reason of a reject (None: go on). LoopHooks' own pre_step (nothing to do) is not called."""
+        action = await self.hooks.pre_step(list(t.transcript), t.ctx) if self._hook_pre_step else None
         name = _hook_name(self.hooks)
-        events: list[LoopEvent] = []
         if action is not None and action.action == "reject":
             reason = action.reason or "rejected by a pre_step hook"
             events.append(LoopEvent("hook_action", {"hook": name, "action": "reject", "reason": action.reason,
                                                     "preTokens": None, "postTokens": None}))
-            return events, reason
+            return reason
         if action is not None and action.rewrite is not None:
             events.append(await self._rewrite(t, action.rewrite, "rewrite"))
         if action is not None and action.appends:
@@ -289,7 +327,7 @@ class CoreLoop:
                 events.append(LoopEvent("hook_action", {"hook": name, "action": "compact_noop",
                                                         "reason": "nothing to compact", "preTokens": None,
                                                         "postTokens": None}))
-        return events, None
+        return None
 
     async def _rewrite(self, t: _Turn, request: RewriteRequest, action: str) -> LoopEvent:
         """Replace the transcript (one compaction_boundary in the record) and describe it."""
@@ -300,35 +338,27 @@ class CoreLoop:
                                          "trigger": request.trigger, "preTokens": request.pre_tokens,
                                          "postTokens": request.post_tokens})
 
-    async def _request(self, t: _Turn) -> AsyncIterator[LoopEvent]:
-        """Stream the provider, retrying through on_request_error; sets t.reply / t.failure."""
-        attempt = 1
-        t.reply, t.calls, t.failure = None, [], None
-        t.rounds_run = t.round + 1
-        while True:
-            t.ctx.attempt = attempt
-            outcome = Attempt(t.round, attempt)
-            async for event in outcome.stream(self.provider, t.transcript, self.tools.describe(),
-                                              self.config.request_options(), t.run, self._cancel_event):
-                yield event
-            if outcome.error is None:
-                self._take_reply(t, outcome)
-                return
-            error = outcome.error
-            action = None if self._cancelled() else await self.hooks.on_request_error(error, list(t.transcript), t.ctx)
-            if action is None or action.action != "retry":
-                t.failure = error
-                return
-            if action.rewrite is not None:
-                yield await self._rewrite(t, action.rewrite, "rewrite")
-            if action.delay_ms > 0 and self._cancel_event is not None:
-                try:
-                    await asyncio.wait_for(self._cancel_event.wait(), action.delay_ms / 1000.0)
-                except TimeoutError:
-                    pass
-            if self._cancelled():
-                return
-            attempt += 1
+    async def _after_attempt(self, t: _Turn, outcome: Attempt) -> tuple[list[LoopEvent], bool]:
+        """After an attempt: the events to yield, and whether to make another attempt (the
+        on_request_error hook asked for a retry and its delay passed without a cancel). When
+        not, the round's request is done: ``t.reply`` or ``t.failure`` is set, or a cancel came."""
+        if outcome.error is None:
+            self._take_reply(t, outcome)
+            return [], False
+        error = outcome.error
+        action = None if self._cancelled() else await self.hooks.on_request_error(error, list(t.transcript), t.ctx)
+        if action is None or action.action != "retry":
+            t.failure = error
+            return [], False
+        events = []
+        if action.rewrite is not None:
+            events.append(await self._rewrite(t, action.rewrite, "rewrite"))
+        if action.delay_ms > 0 and self._cancel_event is not None:
+            try:
+                await asyncio.wait_for(self._cancel_event.wait(), action.delay_ms / 1000.0)
+            except TimeoutError:
+                pass
+        return events, not self._cancelled()
 
     @staticmethod
     def _take_reply(t: _Turn, outcome: Attempt) -> None:
@@ -341,62 +371,46 @@ class CoreLoop:
             t.usage = t.usage + usage
         t.round_usage = usage or LLMUsage()
         t.reply, t.calls, t.finish_reason = outcome.message(), list(outcome.calls), outcome.finish_reason
-
-    async def _after_response(self, t: _Turn) -> AsyncIterator[LoopEvent]:
-        if t.failure is not None:
-            yield _error_event(t.failure)
-            for event in await self._end(t, "failed", str(t.failure)):
-                yield event
-            return
         if t.reply is not None:
             t.transcript.append(t.reply)
-        if t.calls:
-            async for event in self._tools(t):
-                yield event
-            return
-        if self._cancelled():
-            for event in await self._end(t, "cancelled", "cancelled while streaming"):
-                yield event
-            return
-        async for event in self._completion(t):
-            yield event
 
-    async def _completion(self, t: _Turn) -> AsyncIterator[LoopEvent]:
+    async def _settle(self, t: _Turn) -> list[LoopEvent]:
+        """A round whose request failed or answered without tool calls: the failure, a cancel, or
+        the completion (before_completion may continue the turn with appends instead)."""
+        if t.failure is not None:
+            return [_error_event(t.failure), *await self._end(t, "failed", str(t.failure))]
+        if self._cancelled():
+            return await self._end(t, "cancelled", "cancelled while streaming")
         draft = t.reply or LLMMessage(role="assistant", content="")
-        decision = await self.hooks.before_completion(draft, t.ctx)
+        decision = await self.hooks.before_completion(draft, t.ctx) if self._hook_before_completion else None
         if decision is not None and decision.action == "reject":
-            yield LoopEvent("hook_action", {"hook": _hook_name(self.hooks), "action": "reject",
-                                            "reason": decision.reason, "preTokens": None, "postTokens": None})
-            for event in await self._end(t, "failed", decision.reason or "rejected before completion"):
-                yield event
-            return
+            reject = LoopEvent("hook_action", {"hook": _hook_name(self.hooks), "action": "reject",
+                                               "reason": decision.reason, "preTokens": None, "postTokens": None})
+            return [reject, *await self._end(t, "failed", decision.reason or "rejected before completion")]
         if decision is not None and decision.appends:
             t.transcript.extend(decision.appends)
             await t.writer.flush(t.transcript)
-            yield LoopEvent("hook_action", {"hook": _hook_name(self.hooks), "action": "append", "reason": decision.reason,
-                                            "preTokens": None, "postTokens": None, "count": len(decision.appends)})
-            yield self._stage_complete(t)
-            return
-        yield self._stage_complete(t)
-        for event in await self._end(t, "completed", t.finish_reason or "stop"):
-            yield event
+            return [LoopEvent("hook_action", {"hook": _hook_name(self.hooks), "action": "append",
+                                              "reason": decision.reason, "preTokens": None, "postTokens": None,
+                                              "count": len(decision.appends)}),
+                    self._stage_complete(t)]
+        return [self._stage_complete(t), *await self._end(t, "completed", t.finish_reason or "stop")]
 
-    async def _tools(self, t: _Turn) -> AsyncIterator[LoopEvent]:
-        await t.writer.flush(t.transcript)  # the calls are in the record before any of them runs
-        results: list[tuple[ToolCall, Any]] = []
-        async for event in t.batch.run(t.calls, t.ctx, t.run, results):
-            yield event
+    async def _after_tools(self, t: _Turn, results: list[tuple[ToolCall, Any]]) -> LoopEvent:
+        """The results into the transcript and the record; the round's stage_complete."""
         t.transcript.extend(tool_message(call, result) for call, result in results)
         await t.writer.flush(t.transcript)
-        yield self._stage_complete(t)
+        return self._stage_complete(t)
+
+    async def _tool_guards(self, t: _Turn) -> list[LoopEvent]:
+        """What ends the turn after a tool round (a cancel, max_tool_errors); [] to go on."""
         if self._cancelled():
-            for event in await self._end(t, "cancelled", "cancelled during tool calls"):
-                yield event
-        elif t.batch.consecutive_errors >= self.config.max_tool_errors:
+            return await self._end(t, "cancelled", "cancelled during tool calls")
+        if t.batch.consecutive_errors >= self.config.max_tool_errors:
             reason = f"max_tool_errors: {t.batch.consecutive_errors} consecutive tool errors"
-            yield LoopEvent("error", {"message": reason, "hint": "look at the failed tool results in the transcript"})
-            for event in await self._end(t, "failed", reason):
-                yield event
+            error = LoopEvent("error", {"message": reason, "hint": "look at the failed tool results in the transcript"})
+            return [error, *await self._end(t, "failed", reason)]
+        return []
 
     def _stage_complete(self, t: _Turn) -> LoopEvent:
         return LoopEvent("stage_complete", {"round": t.round, "usage": t.round_usage.to_wire()})

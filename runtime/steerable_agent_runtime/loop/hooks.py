@@ -125,6 +125,13 @@ class NoopHooks(LoopHooks):
     """Hooks that do nothing (the default)."""
 
 
+def overrides(hooks: LoopHooks, name: str) -> bool:
+    """Whether ``hooks`` has its own ``name`` method (False: LoopHooks' default, which does
+    nothing, so the loop need not call it). Anything not a LoopHooks counts as overriding."""
+    return (not isinstance(hooks, LoopHooks) or name in getattr(hooks, "__dict__", ())
+            or getattr(type(hooks), name, None) is not getattr(LoopHooks, name))
+
+
 class ChainHooks(LoopHooks):
     """Several hooks as one, merged in order (the one place the merge rules live).
 

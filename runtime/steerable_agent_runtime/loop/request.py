@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import types
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -48,35 +49,39 @@ class Attempt:
             try:
                 stream = provider.stream(list(transcript), tools=tools or None, **options)
                 async for chunk in stream:
-                    for event in self._take(chunk):
-                        yield event
+                    if chunk.content_delta or chunk.reasoning_delta:
+                        for event in self._deltas(chunk):
+                            yield event
+                    self._take(chunk)
                     if cancel is not None and cancel.is_set():
                         self.cancelled = True
                         break
             except Exception as exc:  # noqa: BLE001 - every provider failure goes to on_request_error
                 self.error = exc
             finally:
-                closer = getattr(stream, "aclose", None) if stream is not None else None
-                if closer is not None:
-                    await closer()
+                await _close(stream)
             if span.span_id is not None:
                 span.set_attrs(self._span_attrs())
         yield LoopEvent("llm_response", self._response_data())
 
-    def _take(self, chunk: Any) -> list[LoopEvent]:
-        events = []
-        if chunk.reasoning_delta:
-            events.append(LoopEvent("reasoning_delta", {"delta": chunk.reasoning_delta}))
-        if chunk.content_delta:
+    def _deltas(self, chunk: Any) -> tuple[LoopEvent, ...]:
+        """The reasoning_delta / content_delta events of a chunk (the text kept for the message)."""
+        if not chunk.reasoning_delta:
             self.text.append(chunk.content_delta)
-            events.append(LoopEvent("content_delta", {"delta": chunk.content_delta}))
+            return (LoopEvent("content_delta", {"delta": chunk.content_delta}),)
+        reasoning = LoopEvent("reasoning_delta", {"delta": chunk.reasoning_delta})
+        if not chunk.content_delta:
+            return (reasoning,)
+        self.text.append(chunk.content_delta)
+        return reasoning, LoopEvent("content_delta", {"delta": chunk.content_delta})
+
+    def _take(self, chunk: Any) -> None:
         if chunk.tool_call is not None:
             self.calls.append(chunk.tool_call)
         if chunk.usage is not None:
             self.usage = chunk.usage
         if chunk.finish_reason is not None:
             self.finish_reason = chunk.finish_reason
-        return events
 
     def _kind(self) -> str:
         return getattr(self.error, "kind", None) or "internal"
@@ -101,3 +106,12 @@ class Attempt:
                 "llm.cached_prompt_tokens": usage.cached_prompt_tokens,
                 "llm.cache_creation_tokens": usage.cache_creation_tokens,
                 "llm.finish_reason": self.finish_reason, "llm.cancelled": self.cancelled}
+
+
+async def _close(stream: Any) -> None:
+    """Close a provider's stream (nothing to do for an async generator that already finished)."""
+    if stream is None or (type(stream) is types.AsyncGeneratorType and stream.ag_frame is None):
+        return
+    closer = getattr(stream, "aclose", None)
+    if closer is not None:
+        await closer()

@@ -31,7 +31,8 @@ class NullSpan:
         return self
 
 
-_NULL_SPAN = NullSpan()
+NULL_SPAN = NullSpan()
+"""The one no-op span handle."""
 
 
 class NullRun:
@@ -49,10 +50,10 @@ class NullRun:
         """Ignore the outcome."""
 
     def llm_request(self, attrs: Mapping[str, Any] | None = None, *, attempt: int = 1) -> NullSpan:
-        return _NULL_SPAN
+        return NULL_SPAN
 
     def tool(self, name: str, attrs: Mapping[str, Any] | None = None) -> NullSpan:
-        return _NULL_SPAN
+        return NULL_SPAN
 
 
 def null_run() -> NullRun:

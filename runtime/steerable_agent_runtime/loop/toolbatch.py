@@ -1,6 +1,6 @@
 """Running one response's tool calls: consent, dedup, parallel read batches, timeouts, cancel.
 
-Guarantees of :meth:`ToolBatch.run`:
+Guarantees of a batch (the loop yields each group's starts, then awaits ``run_group``):
 - every call gets exactly one result, appended in call order (also when calls ran together);
 - consecutive ``read`` calls run concurrently when ``parallel_tools`` is on; anything else runs
   alone, in order;
@@ -18,15 +18,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import replace
 from typing import Any
 
 from ..models import LLMMessage, ToolCall
 from ..tools import CONSENT_MODES, ToolConsentError, ToolResult
 from .config import LoopConfig
+from .deadline import await_until
 from .events import LoopEvent
-from .hooks import LoopContext, LoopHooks
+from .hooks import LoopContext, LoopHooks, overrides
+from .spans import NULL_SPAN, NullRun
 
 Approver = Callable[[ToolCall, str, LoopContext], Awaitable[bool]]
 """``await approver(call, mode, ctx)``: True lets a ``local``/``destructive`` call run."""
@@ -42,9 +44,24 @@ def _denied(call: ToolCall, mode: str, why: str) -> ToolResult:
     return ToolResult.failed(f"denied: tool {call.name!r} (mode {mode}) {why}")
 
 
-def dedup_key(call: ToolCall) -> str:
-    """The identity of a call for dedup: its name and canonical arguments."""
-    return call.name + "\x00" + json.dumps(call.arguments, sort_keys=True, default=repr)
+_FLAT = frozenset((str, int, bool, type(None)))
+
+
+def dedup_key(call: ToolCall) -> Hashable:
+    """The identity of a call for dedup: its name and canonical arguments.
+
+    Arguments whose values are all str, int, bool or None (the common case) key as a tuple of
+    (name, type, value) in name order, which is equal exactly when their canonical JSON is;
+    anything else keys as the canonical JSON text (a str, never equal to a tuple)."""
+    arguments = call.arguments
+    if all(type(value) in _FLAT for value in arguments.values()):
+        return (call.name, *sorted((name, type(value), value) for name, value in arguments.items()))
+    return call.name + "\x00" + json.dumps(arguments, sort_keys=True, default=repr)
+
+
+def start_event(call: ToolCall) -> LoopEvent:
+    """The ``tool_call_start`` event of ``call``."""
+    return LoopEvent("tool_call_start", {"id": call.id, "name": call.name, "arguments": call.arguments})
 
 
 def tool_message(call: ToolCall, result: ToolResult) -> LLMMessage:
@@ -62,33 +79,44 @@ class ToolBatch:
         self.hooks = hooks
         self.approver = approver
         self.cancelled = cancelled
-        self.seen: dict[str, asyncio.Future[ToolResult]] = {}
+        self.seen: dict[Hashable, ToolResult | asyncio.Future[ToolResult]] = {}  # a future while it runs
         self.consecutive_errors = 0
         self._mode_of = getattr(tools, "mode_of", None)
         self._dispatch = getattr(tools, "dispatch", None)
         self._running: set[asyncio.Timeout] = set()
+        self._post_tool_result = hooks.post_tool_result if overrides(hooks, "post_tool_result") else None
 
     def mode(self, call: ToolCall) -> str | None:
         """The call's tool mode, when the tools object tells (a ToolRouter does)."""
         return self._mode_of(call.name) if self._mode_of else None
 
-    async def run(self, calls: list[ToolCall], ctx: LoopContext, run: Any,
-                  results: list[tuple[ToolCall, ToolResult]]) -> AsyncIterator[LoopEvent]:
-        """Run ``calls``, yield their events, and append (call, result) to ``results`` in call order."""
-        for group in self._groups(calls):
-            if self.cancelled.is_set():
-                for call in group:
-                    yield self._start_event(call)
-                    yield self._finish(call, ToolResult.failed(CANCELLED_ERROR), 0.0, ctx, results, False)
-                continue
-            for call in group:
-                yield self._start_event(call)
-            if len(group) == 1:
-                outcomes = [await self._one(group[0], ctx, run)]
-            else:
-                outcomes = await asyncio.gather(*(self._one(call, ctx, run) for call in group))
-            for call, (result, ms, denied, dup) in zip(group, outcomes):
-                yield self._finish(call, result, ms, ctx, results, denied, dup)
+    def groups(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
+        """``calls`` cut into the groups that run together, in call order (consecutive ``read``
+        calls when ``parallel_tools`` is on; anything else alone). The loop yields each group's
+        ``tool_call_start`` events, then awaits :meth:`run_group` (or :meth:`answer_cancelled`
+        once a cancel is set), so a consumer sees a start before its tool runs."""
+        return self._groups(calls)
+
+    def answer_cancelled(self, group: list[ToolCall], ctx: LoopContext,
+                         results: list[tuple[ToolCall, ToolResult]]) -> list[LoopEvent]:
+        """Answer every call of ``group`` "cancelled" without running it: start and result events."""
+        events: list[LoopEvent] = []
+        for call in group:
+            events.append(start_event(call))
+            events.append(self._finish(call, ToolResult.failed(CANCELLED_ERROR), 0.0, ctx, results, False))
+        return events
+
+    async def run_group(self, group: list[ToolCall], ctx: LoopContext, run: Any,
+                        results: list[tuple[ToolCall, ToolResult]]) -> list[LoopEvent]:
+        """Run ``group`` (together when it has several calls), append (call, result) to ``results``
+        in call order and return the ``tool_call_result`` events."""
+        if len(group) == 1:
+            call = group[0]
+            result, ms, denied, dup = await self._one(call, ctx, run)
+            return [self._finish(call, result, ms, ctx, results, denied, dup)]
+        outcomes = await asyncio.gather(*(self._one(call, ctx, run, True) for call in group))
+        return [self._finish(call, result, ms, ctx, results, denied, dup)
+                for call, (result, ms, denied, dup) in zip(group, outcomes)]
 
     def _groups(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
         groups: list[list[ToolCall]] = []
@@ -99,10 +127,6 @@ class ToolBatch:
             else:
                 groups.append([call])
         return groups
-
-    @staticmethod
-    def _start_event(call: ToolCall) -> LoopEvent:
-        return LoopEvent("tool_call_start", {"id": call.id, "name": call.name, "arguments": call.arguments})
 
     def _finish(self, call: ToolCall, result: ToolResult, ms: float, ctx: LoopContext,
                 results: list[tuple[ToolCall, ToolResult]], denied: bool, dup: bool = False) -> LoopEvent:
@@ -120,12 +144,15 @@ class ToolBatch:
             data["deduplicated"] = True
         return LoopEvent("tool_call_result", data)
 
-    async def _one(self, call: ToolCall, ctx: LoopContext, run: Any) -> tuple[ToolResult, float, bool, bool]:
+    async def _one(self, call: ToolCall, ctx: LoopContext, run: Any,
+                   together: bool = False) -> tuple[ToolResult, float, bool, bool]:
         key = dedup_key(call) if self.config.tool_dedup else None
         if key is not None and key in self.seen:
-            return await asyncio.shield(self.seen[key]), 0.0, False, True
+            earlier = self.seen[key]
+            result = earlier if isinstance(earlier, ToolResult) else await asyncio.shield(earlier)
+            return result, 0.0, False, True
         first: asyncio.Future[ToolResult] | None = None
-        if key is not None:  # registered before running, so a twin in the same parallel batch waits for it
+        if key is not None and together:  # registered before running, so a twin in the same batch waits for it
             first = self.seen[key] = asyncio.get_running_loop().create_future()
         try:
             result, ms, denied = await self._timed(call, ctx, run)
@@ -136,23 +163,23 @@ class ToolBatch:
             raise
         if first is not None:
             first.set_result(result)
+        elif key is not None:
+            self.seen[key] = result
         return result, ms, denied, False
 
     async def _timed(self, call: ToolCall, ctx: LoopContext, run: Any) -> tuple[ToolResult, float, bool]:
         started = time.perf_counter()
         mode = self.mode(call)
-        attrs = {"tool.call_id": call.id, "tool.mode": mode or "host"} if run.trace_id is not None else None
-        async with run.tool(call.name, attrs) as span:
-            result, denied = await self._consent_and_execute(call, mode, ctx, span)
-            replaced = await self.hooks.post_tool_result(result, call, ctx)
-            result = replaced or result
-            if span.span_id is not None:
+        if type(run) is NullRun:  # no recorder: no span to open
+            result, denied = await self._call(call, mode, ctx, NULL_SPAN)
+        else:
+            async with run.tool(call.name, {"tool.call_id": call.id, "tool.mode": mode or "host"}) as span:
+                result, denied = await self._call(call, mode, ctx, span)
                 span.set_attrs({"tool.success": result.success, **({"tool.error": result.error} if result.error else {})})
         return result, (time.perf_counter() - started) * 1000.0, denied
 
-    async def _consent_and_execute(self, call: ToolCall, mode: str | None, ctx: LoopContext,
-                                   span: Any) -> tuple[ToolResult, bool]:
-        granted = False
+    async def _call(self, call: ToolCall, mode: str | None, ctx: LoopContext, span: Any) -> tuple[ToolResult, bool]:
+        """Consent, the call, the post_tool_result hook: the result, and whether it is a denial."""
         if mode in CONSENT_MODES:
             try:
                 granted, why = await self._ask(call, mode, ctx, span)
@@ -160,11 +187,12 @@ class ToolBatch:
                 return ToolResult.failed(CANCELLED_ERROR), True
             if not granted:
                 return _denied(call, mode, why), True
-        call_ctx = ctx if ctx.consent_granted == granted else replace(ctx, consent_granted=granted)
-        try:
-            return await self._execute(call, call_ctx), False
-        except ToolConsentError as exc:  # a host executor refused: the same as a denial
-            return ToolResult.failed(f"denied: {exc}"), True
+            result, denied = await self._execute(call, ctx if ctx.consent_granted else replace(ctx, consent_granted=True))
+        else:
+            result, denied = await self._execute(call, ctx if not ctx.consent_granted else replace(ctx, consent_granted=False))
+        if self._post_tool_result is not None:
+            result = await self._post_tool_result(result, call, ctx) or result
+        return result, denied
 
     async def _ask(self, call: ToolCall, mode: str, ctx: LoopContext, span: Any) -> tuple[bool, str]:
         if self.approver is None:
@@ -192,30 +220,34 @@ class ToolBatch:
         for deadline in list(self._running):
             deadline.reschedule(now)
 
-    async def _execute(self, call: ToolCall, ctx: LoopContext) -> ToolResult:
-        # In this task under asyncio.timeout (no helper tasks); a cancel reschedules the timeout to now.
+    async def _execute(self, call: ToolCall, ctx: LoopContext) -> tuple[ToolResult, bool]:
+        """Run the call: its result, and whether a host executor refused it (a denial)."""
+        # In this task (no helper tasks), under a timeout armed once the call first waits (see
+        # .deadline); a cancel reschedules the armed timeout to now.
         if self.cancelled.is_set():
-            return ToolResult.failed(CANCELLED_ERROR)
-        deadline = asyncio.timeout(self.config.tool_timeout_s)
-        self._running.add(deadline)
+            return ToolResult.failed(CANCELLED_ERROR), False
+        when = asyncio.get_running_loop().time() + self.config.tool_timeout_s
         try:
-            async with deadline:
-                if self._dispatch is not None:
-                    value = await self._dispatch(call, consent_granted=ctx.consent_granted, context=ctx)
-                else:
-                    value = await self.tools.execute(call, ctx)
+            if self._dispatch is not None:
+                pending = self._dispatch(call, consent_granted=ctx.consent_granted, context=ctx)
+            else:
+                pending = self.tools.execute(call, ctx)
+            value = await await_until(pending, when, self._arm, self._running.discard)
         except TimeoutError:
             if self.cancelled.is_set():
-                return ToolResult.failed(CANCELLED_ERROR)
+                return ToolResult.failed(CANCELLED_ERROR), False
             return ToolResult.failed(f"tool {call.name!r} timed out after {self.config.tool_timeout_s:g} s"
-                                     " and was stopped")
-        except ToolConsentError:
-            raise
+                                     " and was stopped"), False
+        except ToolConsentError as exc:  # a host executor refused: the same as a denial
+            return ToolResult.failed(f"denied: {exc}"), True
         except Exception as exc:  # noqa: BLE001 - a host executor's failure is the model's to read
-            return ToolResult.failed(f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
-        finally:
-            self._running.discard(deadline)
-        return _checked(call, value)
+            return ToolResult.failed(f"tool {call.name!r} raised {type(exc).__name__}: {exc}"), False
+        return _checked(call, value), False
+
+    def _arm(self, timeout: asyncio.Timeout) -> None:
+        self._running.add(timeout)
+        if self.cancelled.is_set():  # the cancel came while the call's first step ran
+            timeout.reschedule(asyncio.get_running_loop().time())
 
 
 def _checked(call: ToolCall, value: Any) -> ToolResult:

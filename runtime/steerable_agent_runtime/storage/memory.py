@@ -94,12 +94,18 @@ class InMemoryStorage:
 
     # history --------------------------------------------------------------------------
     async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-        log = self._history.get(record_id, [])
-        prepared = prepare_append(record_id, entries, len(log) + 1)
-        self._history.setdefault(record_id, []).extend(p.data for p in prepared)
+        log = self._history.get(record_id)
+        prepared = prepare_append(record_id, entries, 1 if log is None else len(log) + 1)
+        if log is None:
+            log = self._history[record_id] = []
         marks = self._checkpoints.setdefault(record_id, [])
-        marks.extend(p.seq for p in prepared if p.type in CHECKPOINT_TYPES)
-        return [p.as_dict() for p in prepared]
+        stored = []
+        for p in prepared:
+            log.append(p.data)
+            if p.type in CHECKPOINT_TYPES:
+                marks.append(p.seq)
+            stored.append(p.wire)
+        return stored
 
     async def list_history(
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
