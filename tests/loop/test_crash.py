@@ -130,32 +130,41 @@ def verify_after_kill(db: Path, acked: list[tuple[int, str]]) -> int:
         run(store.close())
 
 
-def kill_rounds(tmp_path: Path, rounds: int, seed: int) -> int:
-    """Kill ``rounds`` children, verify after each; returns how many calls resumes found interrupted."""
+def kill_rounds(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
+    """Kill ``rounds`` children, verify after each; returns the counts of what happened (kills,
+    clean checks, verified resumes, calls the resumes found interrupted, tool calls in the end)."""
     rng = random.Random(seed)
     db = tmp_path / "sessions.db"
     model = Model(tmp_path, replies=rounds * 40 + 10)
+    counts = {"kills": 0, "before_any_write": 0, "checks_clean": 0, "resumes_verified": 0, "interrupted_calls": 0,
+              "acks_seen": 0}
     try:
         acked: list[tuple[int, str]] = []
-        interrupted = 0
         for _ in range(rounds):
             acks = kill_at_random(child(db, model.base_url), rng)
+            counts["kills"] += 1
+            counts["acks_seen"] += len(acks)
             if not db.exists():
+                counts["before_any_write"] += 1
                 continue
             check_clean(db)
+            counts["checks_clean"] += 1
             acked = acked + acks[-1:] if acks else acked
-            interrupted += verify_after_kill(db, acked)
+            counts["interrupted_calls"] += verify_after_kill(db, acked)
+            counts["resumes_verified"] += 1
         final = child(db, model.base_url, "--max-rounds", "3")
         out, _ = final.communicate(timeout=60)
         assert final.returncode == 0 and "DONE budget_exhausted" in out, out
         check_clean(db)
+        counts["checks_clean"] += 1
         store = SqliteStorage(db)
         transcript = run(resume_transcript(store, "chat"))
         run(store.close())
         assert dangling_calls(transcript) == []
         calls = [c["id"] for m in transcript if m.role == "assistant" for c in m.tool_calls or ()]
         assert len(calls) == len(set(calls)) >= rounds  # the run made progress across the kills
-        return interrupted
+        counts["tool_calls_in_record"] = len(calls)
+        return counts
     finally:
         model.close()
 
@@ -166,4 +175,13 @@ def test_loop_survives_sigkill_at_random_points(tmp_path):
 
 @pytest.mark.soak
 def test_loop_survives_sigkill_soak(tmp_path):
-    assert kill_rounds(tmp_path, rounds=200, seed=1212) >= 1  # some kills landed inside a tool call
+    """``LOOP_SOAK_KILLS`` kills (default 200) from seed ``LOOP_SOAK_SEED`` (default 1212); run
+    with ``-s`` to see the counts (DEVELOPERS.md, "Slow runs")."""
+    kills = int(os.environ.get("LOOP_SOAK_KILLS", "200"))
+    seed = int(os.environ.get("LOOP_SOAK_SEED", "1212"))
+    started = time.monotonic()
+    counts = kill_rounds(tmp_path, rounds=kills, seed=seed)
+    print(f"\nloop kill -9 soak: seed {seed}, {time.monotonic() - started:.0f} s,",
+          ", ".join(f"{k} {v}" for k, v in counts.items()))
+    assert counts["kills"] == kills and counts["resumes_verified"] == kills - counts["before_any_write"]
+    assert counts["interrupted_calls"] >= 1  # some kills landed inside a tool call
