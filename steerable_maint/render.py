@@ -11,6 +11,7 @@ with STEERABLE_DEBUG=1 every failure also prints its exception chain (the causes
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 import traceback
@@ -27,8 +28,16 @@ from steerable_agent_runtime.errors import ExitCode, SteerableError
 
 R = TypeVar("R", bound=BaseModel)
 
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
+class _Console(Console):
+    """A rich console whose broken pipe reaches run_job (rich itself would exit 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+stdout = _Console(soft_wrap=True)
+stderr = _Console(stderr=True, soft_wrap=True)
 
 
 def debug_enabled() -> bool:
@@ -36,11 +45,41 @@ def debug_enabled() -> bool:
     return os.environ.get("STEERABLE_DEBUG", "") not in ("", "0")
 
 
+_BREAKS = re.compile(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+MAX_LINE = 1000
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: line breaks (SQLite quotes multi-line schema SQL in some
+    messages) become single spaces, other control characters (a terminal escape in stored
+    data) are shown escaped, lone surrogates are escaped, and the line is cut at MAX_LINE."""
+    text = _BREAKS.sub(" ", str(text).strip())
+    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= MAX_LINE else text[:MAX_LINE - 1] + "…"
+
+
 def fail(message: str, hint: str, code: int) -> "click.exceptions.Exit":
-    """Print the one-line error and hint to stderr and return the exit to raise."""
-    click.echo(f"Error: {message}", err=True)
-    click.echo(f"Hint: {hint}", err=True)
+    """Print exactly one ``Error:`` line and one ``Hint:`` line to stderr; return the exit to raise."""
+    try:
+        click.echo(f"Error: {one_line(message) or 'failed'}", err=True)
+        click.echo(f"Hint: {one_line(hint) or 'run the command with --help'}", err=True)
+    except BrokenPipeError:  # nobody reads stderr any more; the exit code still tells
+        quiet_broken_stdout(sys.stderr)
     return click.exceptions.Exit(code)
+
+
+def quiet_broken_stdout(stream=None) -> None:
+    """The reader of stdout (or ``stream``) went away: point it at /dev/null so nothing more
+    (not even the interpreter's flush at exit) fails or prints an error about it."""
+    stream = stream or sys.stdout
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 @contextmanager
@@ -77,10 +116,14 @@ def run_job(call: Callable[[Callable[[str, int, int | None], None]], R], *, as_j
     try:
         with progress_bar() as progress:
             report = call(progress)
-        if as_json:
-            click.echo(report.model_dump_json(indent=2))
-        else:
-            render(report)
+        try:
+            if as_json:
+                click.echo(report.model_dump_json(indent=2))
+            else:
+                render(report)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `steerable-maint ... | head`: the reader has what it wanted
+            quiet_broken_stdout()
     except SteerableError as exc:
         if debug_enabled():
             traceback.print_exception(exc)

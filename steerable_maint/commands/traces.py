@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -10,6 +11,21 @@ from steerable_agent_runtime.maintenance import export_traces, TracesReport
 from steerable_agent_runtime.tracing import DEFAULT_SERVICE_NAME
 
 from ..render import run_job
+
+
+class FiniteSeconds(click.ParamType):
+    """A finite number of seconds, at least 0.1 (``nan``, ``inf``, 0 and negatives are refused)."""
+
+    name = "SECONDS"
+
+    def convert(self, value, param, ctx):  # type: ignore[override]
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds < 0.1:
+            self.fail(f"{value!r} is not a finite number of seconds of at least 0.1", param, ctx)
+        return seconds
 
 
 def _render(report: TracesReport) -> None:
@@ -39,7 +55,7 @@ def _render(report: TracesReport) -> None:
               help="POST to this OTLP/HTTP collector (base URL; /v1/traces is appended).")
 @click.option("--force", is_flag=True, help="Replace an existing --out file.")
 @click.option("--gzip/--no-gzip", default=None, help="Compress the POST body (default: OTEL_EXPORTER_OTLP_COMPRESSION).")
-@click.option("--deadline", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+@click.option("--deadline", type=FiniteSeconds(), default=30.0, show_default=True,
               help="Seconds to keep retrying a busy or unreachable collector.")
 @click.option("--service-name", default=DEFAULT_SERVICE_NAME, show_default=True,
               help="The service.name resource attribute.")

@@ -3,7 +3,8 @@
 A duration is a positive whole number followed by one unit letter: ``m`` minutes,
 ``h`` hours, ``d`` days, ``w`` weeks (case-insensitive, surrounding spaces ignored).
 Anything else raises UsageError (exit 2) whose hint shows the valid forms; zero is refused
-because "older than now" would select everything.
+because "older than now" would select everything, and so is a duration that reaches back
+before year 1 (no cutoff can be written for it).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def parse_duration(text: str) -> timedelta:
     """Return the timedelta ``text`` names; raise UsageError for any other text."""
     match = _FORM.match(text or "")
     if match is None:
-        raise UsageError(f"not a duration: {text!r}", hint=HINT)
+        too_long = re.match(r"^\s*\d{7,}\s*[mhdw]\s*$", text or "", re.IGNORECASE)
+        raise UsageError(f"{'duration too large' if too_long else 'not a duration'}: {text!r}", hint=HINT)
     amount, unit = int(match.group(1)), match.group(2).lower()
     if amount == 0:
         raise UsageError(f"duration must be positive: {text!r}", hint=HINT)
@@ -40,4 +42,8 @@ def cutoff_timestamp(older_than: timedelta, now: datetime | None = None) -> str:
     moment = now or datetime.now(timezone.utc)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return normalize_timestamp(moment - older_than)
+    try:
+        return normalize_timestamp(moment - older_than)
+    except (OverflowError, ValueError):
+        raise UsageError(f"duration too large: {older_than.days} days reaches back before year 1",
+                         hint=HINT) from None

@@ -31,7 +31,9 @@ import gzip as gzip_module
 import http.client
 import json
 import os
+import math
 import random
+import re
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -41,7 +43,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import ExportError, UsageError
+from ..errors import ConfigValueError, ExportError, UsageError
 from .otlp import count_spans, encode_request
 
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
@@ -71,12 +73,14 @@ class ExportResult(BaseModel):
 def traces_url(endpoint: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """The URL to POST traces to (see the module guarantees for the precedence).
 
-    Raises UsageError when the chosen URL is not an http(s) URL with a host.
+    Raises UsageError when the chosen URL is not an http(s) URL with a host and a port in
+    1-65535, or holds a space, a control or a non-ASCII character (a host must be given in
+    its ASCII/punycode form), or credentials. An empty explicit endpoint is refused, not
+    read as "none given".
     """
     env = os.environ if env is None else env
-    if endpoint:
-        url = endpoint if urlsplit(endpoint).path.rstrip("/").endswith(TRACES_PATH) else _append(endpoint)
-        return _checked_url(url, "--endpoint")
+    if endpoint is not None:
+        return _checked_url(endpoint, "--endpoint", append=True)
     if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         return _checked_url(env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"], "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     if env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
@@ -88,20 +92,39 @@ def _append(base: str) -> str:
     return base.rstrip("/") + TRACES_PATH
 
 
-def _checked_url(url: str, source: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"{source}: {url!r} is not an http(s) URL",
-                         hint="pass the collector's OTLP/HTTP URL, e.g. http://localhost:4318")
+_URL_HINT = "pass the collector's OTLP/HTTP URL, e.g. http://localhost:4318"
+_BAD_CHARS = re.compile(r"[\x00-\x20\x7f-\U0010ffff]")
+
+
+def _checked_url(url: str, source: str, *, append: bool = False) -> str:
+    """``url`` (with /v1/traces appended when ``append`` and it is not there) if it is a
+    usable collector URL; else UsageError naming what is wrong (the URL shown escaped)."""
+    shown = ascii(url)
+    if not url.strip():
+        raise UsageError(f"{source}: empty URL", hint=_URL_HINT)
+    bad = _BAD_CHARS.search(url)
+    if bad:
+        what = "a space" if bad.group() == " " else "a control character" if ord(bad.group()) < 0xa0 else \
+            "a non-ASCII character"
+        raise UsageError(f"{source}: {shown} contains {what}",
+                         hint="percent-encode the path; give a host name in its ASCII (punycode) form")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # an unclosed [IPv6 bracket, a port that is not a number or out of range
+        raise UsageError(f"{source}: {shown} is not a valid URL ({exc})", hint=_URL_HINT) from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise UsageError(f"{source}: {shown} is not an http(s) URL", hint=_URL_HINT)
+    if not parts.hostname:
+        raise UsageError(f"{source}: {shown} has no host", hint=_URL_HINT)
+    if port == 0:
+        raise UsageError(f"{source}: {shown} has port 0 (no collector listens there)", hint=_URL_HINT)
     if parts.username is not None or parts.password is not None:
         # refused rather than used: the URL is printed in reports and errors
         raise UsageError(f"{source}: the URL carries credentials (user:password@)",
                          hint="put credentials in OTEL_EXPORTER_OTLP_HEADERS, e.g. authorization=Basic%20...")
-    try:
-        parts.port  # noqa: B018 - urlsplit checks the port only when asked
-    except ValueError:
-        raise UsageError(f"{source}: {url!r} has a port outside 0-65535",
-                         hint="pass the collector's OTLP/HTTP URL, e.g. http://localhost:4318") from None
+    if append and not parts.path.rstrip("/").endswith(TRACES_PATH):
+        return _append(url)
     return url
 
 
@@ -185,6 +208,10 @@ class OtlpHttpExporter:
         self.url = traces_url(endpoint, env)
         self.headers = configured_headers(headers, env)
         self.gzip = configured_gzip(gzip, env)
+        for name, value in (("timeout", timeout), ("deadline", deadline)):
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigValueError(f"{name} must be a finite number of seconds above 0, not {value!r}",
+                                       parameter=name)
         self.timeout, self.deadline = timeout, deadline
         self.initial_backoff, self.max_backoff = initial_backoff, max_backoff
         self._sleep, self._rng = sleep, rng

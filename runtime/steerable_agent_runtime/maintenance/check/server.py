@@ -26,6 +26,16 @@ from ..report import Progress, no_progress
 from .job import CheckReport, check
 
 _MIRROR_ONLY = {"sqlite-integrity", "wal-large", "lease-held"}
+SERVER_HINT = ("the store is on a database server, and salvage reads SQLite files only: restore the row from the"
+               " server's backup (pg_dump, point-in-time recovery), then run `steerable-maint check URL` again")
+"""The remedy of a finding whose SQLite-file remedy is salvage (CODES' hints name `salvage DB`)."""
+
+
+def _server_hint(finding):
+    """``finding`` with a remedy that works on a server store (no `salvage DB`)."""
+    if "salvage" not in finding.hint:
+        return finding
+    return finding.model_copy(update={"hint": SERVER_HINT})
 PAGE = 2000
 
 
@@ -47,7 +57,7 @@ def check_url(url: str, *, quick: bool = False, max_per_code: int = 20, progress
         report = check(mirror, quick=quick, max_per_code=max_per_code, progress=progress)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    kept = [f for f in report.findings if f.code not in _MIRROR_ONLY]
+    kept = [_server_hint(f) for f in report.findings if f.code not in _MIRROR_ONLY]
     counts = {code: n for code, n in report.counts.items() if code not in _MIRROR_ONLY}
     return report.model_copy(update={"path": store.where, "access": f"{store.backend} rows", "schema_version": version,
                                      "integrity_ok": None, "wal_bytes": 0, "lease_held": False,
