@@ -83,6 +83,17 @@ class NotAStoreError(SteerableError):
     default_hint = "pass the path of a steerable store (the app's sessions database)"
 
 
+class StoreAccessError(NotAStoreError):
+    """The store (or its directory) exists but this process may not read or write it, or the
+    disk failed (permission denied, read-only file system, I/O error, disk full).
+
+    A NotAStoreError subclass only so that code catching the older, broader class keeps
+    working; the file may well be a sound store.
+    """
+
+    default_hint = "run as the user that owns the store and its directory, and check the disk"
+
+
 class DatabaseDamagedError(SteerableError):
     """SQLite refused to read the file as a database (malformed, truncated)."""
 

@@ -53,7 +53,7 @@ def test_the_private_copy_fallback_reads_the_wal_markers_and_changes_nothing(pai
     # The fallback precheck_wal_markers takes when a read-only connection keeps answering
     # SQLITE_PROTOCOL (a stale -wal index right after the writer was killed).
     from steerable_agent_runtime.errors import SchemaTooNewError
-    from steerable_agent_runtime.storage.markers import _check_markers_on_copy
+    from steerable_agent_runtime.storage.access import _check_markers_on_copy
 
     newer, fine = pair
     before = file_bytes(newer)

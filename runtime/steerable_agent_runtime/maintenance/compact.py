@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from ..errors import UsageError
 from .duration import cutoff_timestamp
 from .report import JobReport, Progress, no_progress
-from ..storage.access import open_store, store_bytes
+from ..storage.access import open_store, store_bytes, transaction
 
 _OLD_TRACES = "SELECT trace_id FROM main.traces WHERE started_at < :cutoff"
 
@@ -90,8 +90,7 @@ def _prune(conn, report: CompactReport, progress: Progress) -> None:
 
 def _prune_batch(conn, report: CompactReport, args: dict) -> bool:
     """Delete the next batch in one transaction and advance ``args["after"]``; False when none is left."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         conn.execute("DELETE FROM temp.compact_batch")
         conn.execute("INSERT INTO temp.compact_batch SELECT trace_id, rowid FROM main.traces"
                      " WHERE rowid > :after AND started_at < :cutoff ORDER BY rowid LIMIT :limit", args)
@@ -100,11 +99,6 @@ def _prune_batch(conn, report: CompactReport, args: dict) -> bool:
         for table in ("events", "spans", "traces"):
             deleted = conn.execute(f"DELETE FROM main.{table} WHERE {batch}").rowcount
             setattr(report, table, getattr(report, table) + deleted)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
     if last is None:
         return False
     args["after"] = last

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from ..errors import ExitCode
+from ..storage.access import sibling_path
 from ..storage.lease import lease_holder
 from ..storage.schema import SCHEMA_VERSION, TABLES
 from .codes import FindingLog
@@ -99,8 +100,8 @@ def _journal_mode(path: Path) -> str:
 
 
 def _file_sizes(path: Path) -> dict[str, int | None]:
-    return {"db_bytes": _size(path) or 0, "wal_bytes": _size(path.with_name(path.name + "-wal")),
-            "shm_bytes": _size(path.with_name(path.name + "-shm"))}
+    return {"db_bytes": _size(path) or 0, "wal_bytes": _size(sibling_path(path, "-wal")),
+            "shm_bytes": _size(sibling_path(path, "-shm"))}
 
 
 def _pages(conn: ReadOnlyConnection, report: InspectReport) -> None:

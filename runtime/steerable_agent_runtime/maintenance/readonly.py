@@ -10,7 +10,7 @@ parameters page):
 - ``mode=ro`` alone is not enough: it writes read marks into ``-shm`` and creates
   ``-wal``/``-shm`` when they are missing. ``immutable=1`` ignores the ``-wal`` (committed
   rows would be invisible). A 0-byte db beside a ``-wal`` makes even ``mode=ro`` delete the
-  ``-wal`` (fileprobe refuses an empty file before we get there).
+  ``-wal`` (access.probe refuses an empty file before we get there).
 - ``shared``: when the ``-wal`` holds frames and a ``-shm`` exists (the app is running, or
   it crashed), open ``file:DB?mode=ro&readonly_shm=1``. SQLite then maps ``-shm`` read-only, never writes a
   read mark, never recovers or checkpoints, and when the ``-shm`` is stale (a writer
@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..errors import DatabaseDamagedError, NotAStoreError
-from ..storage.fileprobe import probe, refuse_foreign, refuse_newer_schema
+from ..storage.access import probe, refuse_foreign, refuse_newer_schema, sibling_path
 from ..storage.schema import APPLICATION_ID
 from ..sqlitefile.wal import WAL_HEADER_SIZE, WAL_MAGIC_BE, WAL_MAGIC_LE, valid_page_size, wal_checksum
 
@@ -137,13 +137,9 @@ def open_readonly(path: str | os.PathLike[str], *, allow_newer_schema: bool = Fa
             shutil.rmtree(private_dir, ignore_errors=True)
 
 
-def _sidecar(source: Path, suffix: str) -> Path:
-    return source.with_name(source.name + suffix)
-
-
 def _open(source: Path, force_copy: bool) -> tuple[ReadOnlyConnection, Path | None]:
     for _ in range(_COPY_ATTEMPTS):
-        wal, shm = fingerprint(_sidecar(source, "-wal")), fingerprint(_sidecar(source, "-shm"))
+        wal, shm = fingerprint(sibling_path(source, "-wal")), fingerprint(sibling_path(source, "-shm"))
         if (wal is None or wal[1] == 0) and not force_copy:
             return _immutable(source), None
         if shm is not None and not force_copy and _wal_header_ok(source):
@@ -166,7 +162,7 @@ def _wal_header_ok(source: Path) -> bool:
     (and, like SQLite, ignores a WAL whose header is invalid).
     """
     try:
-        with open(_sidecar(source, "-wal"), "rb") as fh:
+        with open(sibling_path(source, "-wal"), "rb") as fh:
             header = fh.read(WAL_HEADER_SIZE)
     except OSError:
         return False
@@ -229,7 +225,7 @@ def fingerprint(path: Path) -> tuple[int, ...] | None:
 
 def _private_copy(source: Path) -> Path | None:
     """Copy db and -wal into a fresh 0700 directory; None if the source changed meanwhile."""
-    files = [source, _sidecar(source, "-wal"), _sidecar(source, "-shm")]
+    files = [source, sibling_path(source, "-wal"), sibling_path(source, "-shm")]
     before = [fingerprint(f) for f in files]
     private_dir = Path(tempfile.mkdtemp(prefix="steerable-ro-", dir=private_temp_base(source)))
     try:
@@ -287,7 +283,7 @@ def _adopt(conn: ReadOnlyConnection, source: Path, allow_newer_schema: bool) -> 
         tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from None
-    if not tables and (fingerprint(_sidecar(source, "-wal")) or (0, 0))[1] > 0:
+    if not tables and (fingerprint(sibling_path(source, "-wal")) or (0, 0))[1] > 0:
         raise DatabaseDamagedError(
             f"{source}: the db file holds no tables and SQLite cannot use its -wal (damaged WAL header)",
             path=str(source), hint="run `steerable-maint salvage DB --out rows.jsonl`: it reads -wal frames directly")

@@ -30,14 +30,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import DatabaseDamagedError, NotAStoreError
+from ..errors import DatabaseDamagedError
 from ..privatefile import fsync_dir
-from ..storage.lease import WriteLease, lock_path_for
+from ..storage.access import claim_damaged, sibling_path
+from ..storage.lease import lock_path_for
 from ..storage.repairmark import intent_path
 from .check import check
 from .report import Finding, JobReport, Progress, no_progress
@@ -71,9 +71,9 @@ class RepairReport(JobReport):
 def repair(path: str | os.PathLike[str], *, dry_run: bool = False, progress: Progress | None = None,
            now: datetime | None = None) -> RepairReport:
     """Repair the store at ``path`` (see the module docstring)."""
-    db = _check_source(Path(path))
+    db = Path(path)
     step = progress or no_progress
-    lease = WriteLease(db).acquire()
+    lease = claim_damaged(db)
     try:
         report = RepairReport(path=str(db), dry_run=dry_run)
         report.rolled_back = roll_back(db)
@@ -103,23 +103,13 @@ def repair(path: str | os.PathLike[str], *, dry_run: bool = False, progress: Pro
         lease.release()
 
 
-def _check_source(db: Path) -> Path:
-    try:
-        st = db.stat()
-    except FileNotFoundError:
-        raise NotAStoreError(f"{db}: no such file", path=str(db), hint="check the path") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise NotAStoreError(f"{db}: not a regular file", path=str(db), hint="pass the database file itself")
-    return db
-
-
 def _backup(db: Path, now: datetime, step: Progress) -> Path:
     """Copy the store's files into a new private folder beside it; return the folder."""
     stamp = now.strftime("%Y%m%dT%H%M%S.%fZ")
     folder = db.with_name(f"{db.name}.repair-{stamp}")
     folder.mkdir(mode=0o700)
     for suffix in SUFFIXES:
-        source = Path(f"{db}{suffix}")
+        source = sibling_path(db, suffix)
         if source.exists():
             step("backup", 0, None)
             target = folder / (db.name + suffix)
@@ -149,7 +139,7 @@ def _account(report: RepairReport, salvaged: Any) -> None:
 def swap(db: Path, new: Path, backup: Path) -> None:
     """Replace the store's files with the rebuilt store ``new``, behind the intent marker."""
     marker = intent_path(db)
-    present = [suffix for suffix in SUFFIXES if os.path.lexists(f"{db}{suffix}")]
+    present = [suffix for suffix in SUFFIXES if os.path.lexists(sibling_path(db, suffix))]
     tmp = marker.with_name(marker.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump({"backup": str(backup), "files": present}, fh)
@@ -158,8 +148,8 @@ def swap(db: Path, new: Path, backup: Path) -> None:
     os.replace(tmp, marker)
     fsync_dir(db.parent)
     for suffix in ("-shm", "-wal"):
-        if os.path.lexists(f"{db}{suffix}"):
-            os.unlink(f"{db}{suffix}")
+        if os.path.lexists(sibling_path(db, suffix)):
+            os.unlink(sibling_path(db, suffix))
     os.replace(new, db)
     fsync_dir(db.parent)
     os.unlink(marker)
@@ -180,7 +170,7 @@ def roll_back(db: Path) -> bool:
                                    hint="restore the files from the newest <name>.repair-* folder beside the"
                                         " store by hand, then delete the marker") from None
     for suffix in SUFFIXES:
-        live = Path(f"{db}{suffix}")
+        live = sibling_path(db, suffix)
         if suffix in present:
             tmp = live.with_name(f".{live.name}.restore")
             with open(backup / (db.name + suffix), "rb") as src, open(tmp, "wb") as dst:

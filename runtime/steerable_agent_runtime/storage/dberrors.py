@@ -1,29 +1,112 @@
-"""Turn a database driver's exception into the project's error, with the password scrubbed.
+"""What a database error means: the one place SQLite and driver errors are classified.
 
-SqlAlchemyStorage lets no raw driver error escape: every exception raised under
-``translated()`` that comes from the driver, the network or SQLAlchemy becomes a
-SteerableError subclass naming the store by its URL with the password hidden, and any
-occurrence of the password in the driver's text is replaced by ``***``. This module does
+SQLite (:func:`kind`, :func:`as_store_error`): by result code. Python 3.11+ attaches
+``sqlite_errorcode`` (the extended result code) and ``sqlite_errorname`` to every exception
+that comes from SQLite; the primary code is its low byte (https://www.sqlite.org/rescode.html).
+An exception without a code comes from the ``sqlite3`` module itself: the one it raises on a
+read is a text column that is not UTF-8. Nothing here looks at SQLite's message text, which
+changes between SQLite versions.
+
+Drivers (:func:`translated`): SqlAlchemyStorage lets no raw driver error escape: every
+exception raised under ``translated()`` that comes from the driver, the network or SQLAlchemy
+becomes a SteerableError subclass naming the store by its URL with the password hidden, and
+any occurrence of the password in the driver's text is replaced by ``***``. This module does
 not import SQLAlchemy: it reads the exception chain (``orig``, ``__cause__``), the SQLSTATE
-the PostgreSQL drivers attach, and SQLite's messages.
+the PostgreSQL drivers attach, and the SQLite result code of a sqlite3 error in the chain.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import (
     DatabaseDamagedError,
     NotAStoreError,
     SteerableError,
+    StoreAccessError,
     StoreAuthError,
     StoreConnectionError,
     StoreServerError,
 )
+
+# SQLite ---------------------------------------------------------------------------------
+SQLITE_ERROR = 1
+SQLITE_PERM = 3
+SQLITE_BUSY = 5
+SQLITE_LOCKED = 6
+SQLITE_READONLY = 8
+SQLITE_IOERR = 10
+SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
+SQLITE_CANTOPEN = 14
+SQLITE_PROTOCOL = 15
+SQLITE_AUTH = 23
+SQLITE_NOTADB = 26
+
+Kind = Literal["damage", "access", "busy", "decode", "statement", "other"]
+
+_KINDS: dict[int, Kind] = {
+    SQLITE_CORRUPT: "damage", SQLITE_NOTADB: "damage",
+    SQLITE_PERM: "access", SQLITE_READONLY: "access", SQLITE_IOERR: "access", SQLITE_FULL: "access",
+    SQLITE_CANTOPEN: "access", SQLITE_AUTH: "access",
+    SQLITE_BUSY: "busy", SQLITE_LOCKED: "busy", SQLITE_PROTOCOL: "busy",
+    SQLITE_ERROR: "statement",
+}
+
+
+def primary_code(exc: BaseException) -> int | None:
+    """SQLite's primary result code of ``exc`` (None: not from SQLite)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def kind(exc: BaseException) -> Kind:
+    """``damage`` (corrupt, not a database), ``access`` (permission, read-only, I/O, disk full,
+    cannot open), ``busy`` (locked by another connection, a stale -wal index), ``decode`` (the
+    sqlite3 module could not decode a text value), ``statement`` (SQLITE_ERROR: the statement
+    itself, e.g. an FTS query syntax error or a missing table) or ``other``."""
+    code = primary_code(exc)
+    if code is None:
+        return "decode" if isinstance(exc, sqlite3.OperationalError) else "other"
+    return _KINDS.get(code, "other")
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether SQLite reports the file itself as damaged."""
+    return kind(exc) == "damage"
+
+
+def as_store_error(exc: sqlite3.Error, path: str | os.PathLike[str]) -> SteerableError | None:
+    """The project error for ``exc`` raised on the store at ``path``: DatabaseDamagedError for
+    damage, StoreAccessError for access; None when it is neither (the caller re-raises: a bug,
+    a lock, or a caller's bad statement). The SQLite error stays the ``__cause__``."""
+    found = kind(exc)
+    if found == "damage":
+        error: SteerableError = DatabaseDamagedError(f"{path}: SQLite reports damage: {exc}", path=str(path))
+    elif found == "access":
+        name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+        error = StoreAccessError(f"{path}: SQLite cannot use it ({name}): {exc}", path=str(path))
+    else:
+        return None
+    error.__cause__ = exc
+    return error
+
+
+def _sqlite_code(exc: BaseException) -> int | None:
+    """The primary result code of the first sqlite3 error in ``exc``'s chain."""
+    for cur in chain(exc):
+        if isinstance(cur, sqlite3.Error) and primary_code(cur) is not None:
+            return primary_code(cur)
+    return None
+
+
+# drivers --------------------------------------------------------------------------------
 
 UNIQUE_VIOLATION = "23505"
 _AUTH = {"28P01", "28000"}
@@ -83,14 +166,16 @@ def translate(exc: BaseException, *, where: str, password: str | None) -> Steera
     if code == _NO_DATABASE:
         return StoreConnectionError(f"{where}: {text}", hint="create the database first (createdb NAME) or fix"
                                     " the database name in the URL", **fields)
-    lowered = text.lower()
-    if "unable to open database file" in lowered:
+    sqlite_code = _sqlite_code(exc)
+    if sqlite_code == SQLITE_CANTOPEN:
         return StoreConnectionError(f"{where}: SQLite cannot open the file: {text}",
                                     hint="check that the directory exists and is writable", **fields)
-    if "file is not a database" in lowered:
+    if sqlite_code == SQLITE_NOTADB:
         return NotAStoreError(f"{where}: not a SQLite database", **fields)
-    if "malformed" in lowered:
+    if sqlite_code == SQLITE_CORRUPT:
         return DatabaseDamagedError(f"{where}: SQLite reports damage: {text}", **fields)
+    if sqlite_code in (SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL, SQLITE_AUTH):
+        return StoreAccessError(f"{where}: SQLite cannot use it: {text}", **fields)
     if code is not None and code.startswith(("08", "57P")) or (code is None and _is_network(exc)):
         return StoreConnectionError(f"{where}: cannot reach the database: {text}", **fields)
     return StoreServerError(f"{where}: the database refused a statement: {text}",

@@ -19,15 +19,18 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import UsageError
+from .dberrors import kind
 
 SEARCH_CANDIDATES = 500
+# Words of SQLite's damage/I-O/lock messages, for a caller that only has a driver's text
+# (SqlAlchemyStorage through its driver); sqlite3 callers decide by result code (dberrors).
+_DAMAGE_WORDS = ("malformed", "disk I/O", "locked", "corrupt", "no such module")
 
 _FTS_SQL = ("SELECT m.chat_id FROM (SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ?"
             " ORDER BY rowid DESC LIMIT ?) f JOIN messages m ON m.rowid = f.rowid ORDER BY f.rank, f.rowid DESC")
 _LIKE_SQL = ("SELECT chat_id FROM messages WHERE json_extract(data, '$.content') LIKE ? ESCAPE '\\'"
              " GROUP BY chat_id ORDER BY count(*) DESC, chat_id")
 QUOTE_HINT = 'put the words in double quotes to search for them literally, e.g. \'"foo-bar"\''
-_DAMAGE_WORDS = ("malformed", "disk I/O", "locked", "corrupt", "no such module")
 
 
 def matching_chats(conn: sqlite3.Connection, query: str, limit: int, *, fts: bool,
@@ -43,7 +46,7 @@ def matching_chats(conn: sqlite3.Connection, query: str, limit: int, *, fts: boo
         try:
             return "fts5", _first_chats(conn.execute(_FTS_SQL, (query, candidates)), limit)
         except sqlite3.OperationalError as exc:
-            if any(word in str(exc) for word in _DAMAGE_WORDS):
+            if kind(exc) != "statement":  # damage, I/O, a lock: the caller maps it
                 raise
             raise UsageError(f"search query rejected: {exc}", hint=QUOTE_HINT) from None
     return "like", _first_chats(conn.execute(_LIKE_SQL, (like_pattern(query),)), limit)

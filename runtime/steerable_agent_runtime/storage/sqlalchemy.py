@@ -73,9 +73,7 @@ from ..models import (
 )
 from . import pgschema
 from .dberrors import translated
-from .fileprobe import probe, refuse_foreign, refuse_newer_schema
-from .markers import precheck_wal_markers
-from .newstore import create_store
+from .access import check_before_open, create_store, refuse_newer_schema
 from .schema import (
     APPLICATION_ID,
     CHECKPOINT_WHERE,
@@ -241,16 +239,12 @@ class SqlAlchemyStorage:
 
     def _precheck_sqlite_file(self) -> None:
         path = Path(self.url.database or "")
-        found = probe(path, allow_missing=True)
-        refuse_foreign(found, path)
-        refuse_newer_schema(found, path)
-        if found.exists:
-            precheck_wal_markers(path)
-        elif self.create:
-            create_store(path)
-        else:
+        if check_before_open(path, allow_missing=True).exists:
+            return
+        if not self.create:
             raise NotAStoreError(f"{path}: no such file", path=str(path),
                                  hint="pass an existing store, or open with create=True")
+        create_store(path)
 
     async def _inspect(self) -> str:
         """``ours`` or ``empty``; raises for a foreign or newer database."""
@@ -263,7 +257,7 @@ class SqlAlchemyStorage:
         """Create every table and index of SCHEMA_VERSION and stamp the markers. Idempotent;
         one transaction. Raises like ``open`` for a foreign or newer database."""
         if self.backend == "sqlite":
-            self._precheck_sqlite_file()  # a missing file is created whole by newstore
+            self._precheck_sqlite_file()  # a missing file is created whole by access.create_store
             return
         async with self._connect(write=True, check=False) as conn:
             await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": pgschema.CREATE_LOCK})

@@ -12,7 +12,9 @@ Guarantees:
   the file is untouched (for a newer header the lease file is not even created; for a newer
   schema still in the -wal the markers are read read-only, so nothing is checkpointed). A
   store whose repair was interrupted mid-swap raises RepairInterruptedError, untouched.
-- A new database is created atomically (storage/newstore.py: built beside, fsynced, linked
+- The file is opened the one way every writer opens it (storage/access.py: probe, refuse,
+  lease, markers, connect, pragmas).
+- A new database is created atomically (access.create_store: built beside, fsynced, linked
   into place) with mode 0600 (SQLite gives its -wal and -shm the same mode): a kill during
   the first open leaves no file or a complete store.
 - Every write is one transaction; an acknowledged write (the awaited call returned) is
@@ -38,16 +40,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ..errors import DataIntegrityError, DatabaseDamagedError, NotAStoreError, StoreClosedError
+from ..errors import DataIntegrityError, DatabaseDamagedError, StoreClosedError
 from ..history import prepare_append, read_entry_text
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
-from .fileprobe import probe, refuse_foreign, refuse_newer_schema
-from .lease import WriteLease
-from .markers import precheck_wal_markers
-from .newstore import create_store
-from .repairmark import refuse_interrupted_repair
+from .access import claim, connect, create_store, transaction
 from .checksum import IDENTITY, identity_sql, row_crc
-from .schema import APPLICATION_ID, CHECKPOINT_WHERE, SCHEMA_VERSION, create_schema, has_fts
+from .dberrors import as_store_error
+from .schema import CHECKPOINT_WHERE, SCHEMA_VERSION, has_fts
 from .search import SEARCH_CANDIDATES, matching_chats
 from .upgrade import UpgradeProgress, upgrade_store
 
@@ -65,53 +64,28 @@ class SqliteStorage:
         self.upgraded_from: int | None = None
         """The schema version this open upgraded the store from (None: it was current)."""
         self._on_upgrade = on_upgrade
-        found = probe(self.path, allow_missing=True)
-        refuse_foreign(found, self.path)
-        refuse_newer_schema(found, self.path)
-        self.lease = WriteLease(self.path).acquire()
+        found, self.lease = claim(self.path, allow_missing=True, write=True)
         self._lock = threading.RLock()
         try:
-            refuse_interrupted_repair(self.path)
-            if found.exists:
-                precheck_wal_markers(self.path)
-            else:
+            if not found.exists:
                 create_store(self.path)
-            self._conn: sqlite3.Connection | None = self._connect(synchronous)
+            self._conn: sqlite3.Connection | None = connect(
+                self.path, readonly=False, synchronous=synchronous, check_same_thread=False, adopt_empty=True)
+            self._upgrade(self._conn)
         except BaseException:
+            if getattr(self, "_conn", None) is not None:
+                self._conn.close()
             self.lease.release()
             raise
         self.fts = has_fts(self._conn)
 
     # opening --------------------------------------------------------------------------
-    def _connect(self, synchronous: str) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        try:
-            self._adopt(conn)
-            conn.execute(f"PRAGMA synchronous = {synchronous}")
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise DatabaseDamagedError(f"{self.path}: SQLite cannot open it: {exc}", path=str(self.path)) from None
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _adopt(self, conn: sqlite3.Connection) -> None:
-        """Check the markers SQLite sees (the -wal may be newer than the header), then
-        create the schema on an empty database."""
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Upgrade a store of an older schema version in one transaction (storage/upgrade.py)."""
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        refuse_newer_schema(version, self.path)
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if app_id != APPLICATION_ID and tables:
-            raise NotAStoreError(f"{self.path}: a SQLite database that is not a steerable store",
-                                 path=str(self.path), hint="pass the app's sessions database")
-        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
-        if not tables:
-            create_schema(conn)
-        elif version < SCHEMA_VERSION:
-            upgrade_store(conn, version, self.path, self._on_upgrade)
+        if version < SCHEMA_VERSION:
+            with self._damage_as_error():
+                upgrade_store(conn, version, self.path, self._on_upgrade)
             self.upgraded_from = version
 
     @property
@@ -141,25 +115,23 @@ class SqliteStorage:
 
     @contextmanager
     def _damage_as_error(self) -> Iterator[None]:
-        """Turn SQLite's corruption errors into DatabaseDamagedError (with the salvage hint)."""
+        """Turn SQLite's damage and access errors into DatabaseDamagedError (with the salvage
+        hint) and StoreAccessError (storage/dberrors.py decides, by result code)."""
         try:
             yield
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+        except sqlite3.Error as exc:
+            error = as_store_error(exc, self.path)
+            if error is None and isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+                # a constraint or datatype error on our own statements: the file is not what we wrote
+                error = DatabaseDamagedError(f"{self.path}: SQLite reports damage: {exc}", path=str(self.path))
+            if error is None:
                 raise
-            raise DatabaseDamagedError(f"{self.path}: SQLite reports damage: {exc}", path=str(self.path)) from None
+            raise error from exc
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, self._damage_as_error():
-            conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self._lock, self._damage_as_error(), transaction(self.conn) as conn:
+            yield conn
 
     def _read(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._damage_as_error():

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from ...errors import SteerableError
+from ...storage.access import transaction
 from ...storage.schema import TABLES
 
 CHAT_TABLES = ("sessions", "messages", "history", "traces", "spans", "events")
@@ -164,17 +165,12 @@ def move_batch(conn: sqlite3.Connection, chats: list[str]) -> BatchResult:
 
 def _delete_verified(conn: sqlite3.Connection, expected: RowCounts) -> None:
     """Delete the batch from the source in one transaction, only if it is exactly what was verified."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         deleted = _delete(conn)
         if deleted != expected:
             raise SteerableError(f"the source changed during the move (expected {expected}, found {deleted});"
                                  " nothing was deleted", hint="make sure no other process writes the store"
                                  " without its lease, then re-run")
-        conn.execute("COMMIT")
-    except BaseException:
-        rollback(conn)
-        raise
 
 
 def chats_in_destination(conn: sqlite3.Connection, chats: list[str]) -> list[str]:
@@ -193,16 +189,11 @@ def drop_leftover_copies(conn: sqlite3.Connection, chats: list[str]) -> RowCount
     """
     load_batch(conn, chats)
     counts = RowCounts()
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         for table in reversed(CHAT_TABLES):
             sql = (f"DELETE FROM dst.{table} WHERE rowid IN (SELECT d.rowid FROM main.{table} s"
                    f" JOIN dst.{table} d ON {_identical(table)} WHERE {_where(table, 's')})")
             setattr(counts, table, conn.execute(sql).rowcount)
-        conn.execute("COMMIT")
-    except BaseException:
-        rollback(conn)
-        raise
     return counts
 
 

@@ -40,14 +40,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from ...errors import UsageError
-from ...storage.fileprobe import FileProbe, probe
-from ...storage.markers import precheck_wal_markers
-from ...storage.newstore import create_store
 from .chatmove import (BatchResult, RowCounts, chats_in_destination, count_rows, drop_leftover_copies, load_batch,
                         move_batch, prepare)
 from ..duration import cutoff_timestamp
 from ..report import Finding, JobReport, Progress, no_progress
-from ...storage.access import attach, claim, connection, held, refuse_same_store
+from ...storage.access import FileProbe, attach, connection, create_store, held, probe, refuse_same_store
 
 _CHAT_KEYS = (("sessions", "chat_id"), ("messages", "chat_id"), ("traces", "chat_id"), ("history", "record_id"))
 
@@ -104,13 +101,9 @@ def _claimed(path: str | os.PathLike[str], *, create: bool, readonly: bool) -> I
         probe(path, allow_missing=True)  # still refuse a path whose directory is missing
         yield None
         return
-    found, lease = claim(path, allow_missing=create, write=not readonly)
-    try:
-        if found.exists and not readonly:
-            precheck_wal_markers(path)  # a newer schema still in its -wal: refused before the source opens
+    # claim refuses a newer schema still in its -wal (for a writer) before the source opens
+    with held(path, write=not readonly, allow_missing=create) as found:
         yield found
-    finally:
-        lease.release()
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ...sqlitefile.wal import scan_wal
+from ...storage.access import wal_path
 from ...storage.lease import lease_holder
 from ...storage.schema import SCHEMA_VERSION, TABLES
 from ..codes import FindingLog
@@ -223,7 +224,7 @@ def _lease(path: str | os.PathLike[str], report: CheckReport, log: FindingLog) -
 
 def _wal(path: Path, threshold: int, report: CheckReport, log: FindingLog) -> None:
     try:
-        report.wal_bytes = os.stat(path.with_name(path.name + "-wal")).st_size
+        report.wal_bytes = os.stat(wal_path(path)).st_size
     except FileNotFoundError:
         return
     if report.wal_bytes > threshold:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...storage.schema import TABLES
+from ...storage.dberrors import kind
 from ..codes import FindingLog
 from ..workers import fork_pool, fork_workers, rowid_ranges
 from ..readonly import lenient_text
@@ -55,7 +56,7 @@ def scan_table(conn: sqlite3.Connection, table: str, max_per_code: int, tick: Ca
             try:
                 result.rows = _scan(conn, result, lambda n: (setattr(result, "rows", n), tick(n)), where)
             except sqlite3.OperationalError as exc:
-                if factory is not lenient and "decode" in str(exc):
+                if factory is not lenient and kind(exc) == "decode":
                     continue
                 result.error = str(exc)
             except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # the latter: a garbled error message

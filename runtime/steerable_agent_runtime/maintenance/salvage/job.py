@@ -62,7 +62,7 @@ from pydantic import BaseModel
 
 from ...errors import DatabaseDamagedError, NotAStoreError, SteerableError
 from ...privatefile import WRITE_ERRNOS
-from ...storage.markers import has_wal_content, wal_path
+from ...storage.access import has_wal_content, wal_path
 from ...storage.schema import APPLICATION_ID
 from ..readonly import copy_private, fingerprint, private_temp_base
 from ..codes import CODES

@@ -28,7 +28,7 @@ from ...storage.checksum import IDENTITY, row_crc
 from ...storage.schema import SCHEMA_VERSION, TABLES, create_schema
 from .rows import expected_columns, indexed_values, parsed_valid, row_valid
 from .spool import Copy, Spool, live_copies_sql, live_rows_sql
-from ...storage.access import is_store_file
+from ...storage.access import is_store_file, transaction
 
 def check_target(target: str | os.PathLike[str], *, force: bool, source: Path) -> Path:
     """Validate an output path before any work is done; return it as a Path."""
@@ -175,16 +175,15 @@ def write_store(spool: Spool, target: Path, *, force: bool,
         conn = sqlite3.connect(tmp, isolation_level=None)
         try:
             create_schema(conn)
-            conn.execute("BEGIN IMMEDIATE")
             clashes = spool.collisions()
-            for table, key, columns, data, placeable in _best_copies(spool):
-                reason = _COLLISION if (table, key) in clashes else _unplaceable(data, placeable)
-                if reason:
-                    on_unplaced(table, json.loads(key), reason)
-                    continue
-                _insert(conn, table, columns or {}, data or b"")
-                placed[table] = placed.get(table, 0) + 1
-            conn.execute("COMMIT")
+            with transaction(conn):
+                for table, key, columns, data, placeable in _best_copies(spool):
+                    reason = _COLLISION if (table, key) in clashes else _unplaceable(data, placeable)
+                    if reason:
+                        on_unplaced(table, json.loads(key), reason)
+                        continue
+                    _insert(conn, table, columns or {}, data or b"")
+                    placed[table] = placed.get(table, 0) + 1
             conn.execute("PRAGMA journal_mode = WAL")
         finally:
             conn.close()
