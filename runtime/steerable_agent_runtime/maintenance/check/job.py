@@ -238,7 +238,7 @@ def _wal_frames(path: Path, log: FindingLog) -> None:
     it are invisible to it, to integrity_check and to the app. The page reader's WAL scan
     (sqlitefile.wal) tells that from a torn uncommitted tail, which is not damage."""
     try:
-        with open(path.with_name(path.name + "-wal"), "rb") as wal, open(path, "rb") as db:
+        with open(wal_path(path), "rb") as wal, open(path, "rb") as db:
             header = db.read(18)
             raw = int.from_bytes(header[16:18], "big") if len(header) == 18 else 0
             scan = scan_wal(wal, os.fstat(wal.fileno()).st_size, 65536 if raw == 1 else raw or None)
