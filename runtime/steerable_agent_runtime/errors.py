@@ -32,7 +32,7 @@ class SteerableError(Exception):
     """Base of every expected failure: a message, a hint, and where it happened."""
 
     exit_code: ExitCode = ExitCode.CANNOT_RUN
-    default_hint: str = "see the README's troubleshooting section"
+    default_hint: str = "see the README's symptom -> command table and docs/operator.md"
 
     def __init__(
         self,

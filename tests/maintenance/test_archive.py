@@ -158,7 +158,7 @@ def test_archive_conflicting_chat_stays_whole_and_nothing_is_overwritten(store, 
     report = archive(store, to=target, older_than=CUTOFF, now=NOW)
     assert report.exit_code == 1 and report.chats_moved == 1 and report.chats_skipped["conflict"] == 1
     [finding] = report.findings
-    assert (finding.code, finding.record_id, finding.table) == ("archive.conflict", "chat-0002", "sessions")
+    assert (finding.code, finding.record_id, finding.table) == ("archive-conflict", "chat-0002", "sessions")
     after = rows_of(target)
     assert {k: after[k] for k in archive_before} == archive_before
     assert not any(k[1][0] in ("m-2-1", "m-2-2") for k in after)  # nothing of chat 2 was half-copied
@@ -187,13 +187,13 @@ def test_cli_archive_conflict_exits_1_and_json_names_it(store, tmp_path):
     result = CliRunner().invoke(main, ["archive", str(store), "--to", str(tmp_path / "a.db"), "--older-than", "30d",
                                        "--json"])
     assert result.exit_code == 1
-    assert [f["code"] for f in json.loads(result.stdout)["findings"]] == ["archive.conflict"]
+    assert [f["code"] for f in json.loads(result.stdout)["findings"]] == ["archive-conflict"]
 
 
 def test_cli_archive_conflict_human_shows_finding_and_hint(store, tmp_path):
     make_store(tmp_path / "a.db", [ChatSpec(2, age=NEW)])
     result = CliRunner().invoke(main, ["archive", str(store), "--to", str(tmp_path / "a.db"), "--older-than", "30d"])
-    assert result.exit_code == 1 and "archive.conflict" in result.stdout and "hint:" in result.stdout
+    assert result.exit_code == 1 and "archive-conflict" in result.stdout and "hint:" in result.stdout
 
 
 def _foreign_sqlite(path):

@@ -139,7 +139,7 @@ def test_conflicting_and_damaged_rows_are_reported_never_overwritten(source, pos
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     codes = sorted((f["code"], f["table"]) for f in report["findings"])
-    assert codes == [("copy.conflict", "sessions"), ("copy.source_damaged", "messages")]
+    assert codes == [("copy-conflict", "sessions"), ("copy-source-damaged", "messages")]
     assert report["skipped"]["sessions"] == 1 and report["copied"]["sessions"] == 2
     assert run(SqlAlchemyStorage(pg_url).get_session("s1")).is_active is False  # the destination's row kept
     db = pg_url.rsplit("/", 1)[1]

@@ -65,7 +65,7 @@ def test_restore_rerun_after_it_finished_changes_nothing_and_says_so(pair):
     restore(arc, to=store, chat_id="chat-0000")
     before = file_bytes(store), file_bytes(arc)
     again = restore(arc, to=store, chat_id="chat-0000")
-    assert not again.restored and [f.code for f in again.findings] == ["restore.already_restored"]
+    assert not again.restored and [f.code for f in again.findings] == ["restore-already-restored"]
     assert again.exit_code == 0 and (file_bytes(store), file_bytes(arc)) == before
     assert_moved_exactly_once(original, store, arc)
 
@@ -80,7 +80,7 @@ def test_restore_conflict_moves_nothing_and_overwrites_nothing(pair):
     before = rows_of(store), rows_of(arc)
     report = restore(arc, to=store, chat_id="chat-0000")
     assert report.exit_code == 1 and not report.restored
-    assert [(f.code, f.table) for f in report.findings] == [("archive.conflict", "history")]
+    assert [(f.code, f.table) for f in report.findings] == [("archive-conflict", "history")]
     assert (rows_of(store), rows_of(arc)) == before
 
 

@@ -318,7 +318,7 @@ def test_cli_damaged_store_exits_1_and_json_names_the_damage(store, tmp_path: Pa
     result = CliRunner().invoke(main, ["salvage", str(db), "--out", str(tmp_path / "o.jsonl"), "--json"])
     assert result.exit_code == 1
     codes = {f["code"] for f in json.loads(result.stdout)["findings"]}
-    assert "salvage.db_header_damaged" in codes
+    assert "salvage-db-header-damaged" in codes
 
 
 def test_cli_existing_output_exits_3_with_error_and_hint(store, tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_an_entry_moved_to_another_chat_is_unverified_and_never_rebuilt_there(tm
     assert [(r["verified"], r["superseded"]) for r in moved] == [(False, False)]
     assert report.exit_code == 1
     assert report.tables["history"].unverified == 1
-    assert [f.code for f in report.findings if f.table == "history"] == ["salvage.unverified_rows"]
+    assert [f.code for f in report.findings if f.table == "history"] == ["salvage-unverified-rows"]
     assert ("chat-3", 3) not in {(r, s) for r, s, _ in _history(tmp_path / "new.db")}
     assert [u.key for u in report.unplaced] == [["chat-3", 3]]
     assert check(tmp_path / "new.db").findings == []
@@ -89,7 +89,7 @@ def test_a_v1_store_is_salvaged_with_its_rule_and_says_its_keys_are_not_covered(
     report = salvage(db, tmp_path / "out.jsonl", rebuild=tmp_path / "new.db")
     assert report.schema_version == 1 and not report.keys_covered
     assert all(r["verified"] for r in _lines(tmp_path / "out.jsonl"))
-    assert [(f.code, f.severity) for f in report.findings] == [("salvage.keys_not_covered", "warning")]
+    assert [(f.code, f.severity) for f in report.findings] == [("salvage-keys-not-covered", "warning")]
     assert "upgrades the schema" in report.findings[0].hint
     assert report.exit_code == 0  # nothing was lost; the warning says what cannot be known
     rebuilt = check(tmp_path / "new.db")  # the rebuild writes this build's schema and checksums
@@ -105,7 +105,7 @@ def test_two_verified_copies_of_one_key_are_a_reported_collision_and_neither_is_
     assert [(c.table, c.key) for c in report.collisions] == [("history", ["chat-beta", 2])]
     assert report.collisions_total == 1
     codes = {f.code: f for f in report.findings}
-    assert codes["salvage.key_collision"].severity == "error" and "chat-beta" in codes["salvage.key_collision"].message
+    assert codes["salvage-key-collision"].severity == "error" and "chat-beta" in codes["salvage-key-collision"].message
     assert report.exit_code == 1
     copies = [r for r in _lines(tmp_path / "out.jsonl") if r["table"] == "history" and r["key"] == ["chat-beta", 2]]
     assert len(copies) == 2 and all(r["verified"] for r in copies)

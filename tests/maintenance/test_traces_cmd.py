@@ -204,7 +204,7 @@ def test_rejected_spans_are_an_error_finding_and_exit_1(store, collector):
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert report["rejected_spans"] == 2 and len(collector.requests) == 1
-    assert [f["code"] for f in report["findings"]] == ["spans_rejected"]
+    assert [f["code"] for f in report["findings"]] == ["traces-spans-rejected"]
 
 
 def test_a_collector_refusal_exits_3_with_error_and_hint(store, collector):

@@ -1,8 +1,11 @@
-"""The stable finding codes of ``check`` (and the read-only jobs), with severity and remedy.
+"""The stable finding code of every job, with severity, meaning and remedy: one registry.
 
-A code never changes meaning once released; scripts match on it. ``CODES`` is the one
-table: the README's table of check codes is generated from it, and ``FindingLog`` takes
-severity and hint from it so every finding of one code reads the same.
+A code never changes meaning once released; scripts match on it. Codes are kebab-case;
+outside check (whose codes the read-only jobs share) they start with their job's name:
+``archive-conflict``, ``salvage-unverified-rows``, ``traces-spans-rejected``. ``CODES`` is
+the one table: every finding is built through :func:`finding` or :class:`FindingLog`, which
+take severity and the default hint from it, and docs/operator.md's code table is generated
+from it (:func:`markdown_table`; a test fails when the page drifts).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..sqlitefile.damage import BENIGN, DAMAGE
 from .report import Finding, Severity
 
 
@@ -20,6 +24,25 @@ class Code:
     severity: Severity
     meaning: str
     hint: str
+
+
+_DAMAGE_HINT = "the rows it held were salvaged where readable"
+
+
+SALVAGE_NAMED = {
+    "sqlite_check_failed": "salvage-sqlite-check-failed", "schema_columns_wrong": "salvage-schema-damaged",
+    "btree_page_wrong_kind": "salvage-btree-page-wrong-kind", "record_not_of_its_table": "salvage-record-not-of-its-table",
+    "cell_pointer_repeated": "salvage-cell-pointers-overlap", "cell_pointers_overlap": "salvage-cell-pointers-overlap",
+    "overflow_page_shared": "salvage-overflow-page-shared", "history_seq_gap": "salvage-rows-unaccounted",
+}
+"""Damage kinds whose finding code is registered under its own name (a loss SQLite's checksums
+alone would not show), with its own meaning and remedy below."""
+
+
+def salvage_code(damage: str) -> str:
+    """salvage's finding code for a damage kind it counts: its SALVAGE_NAMED code, else
+    ``salvage-<kind with dashes>``."""
+    return SALVAGE_NAMED.get(damage) or "salvage-" + damage.replace("_", "-")
 
 
 _SALVAGE = "run `steerable-maint salvage DB --out rows.jsonl` to export every readable row; restore the row from a backup"
@@ -93,7 +116,73 @@ CODES: dict[str, Code] = {
                                      " record's seqs have gaps)", "restore the missing entries from a backup"),
     "wal-large": Code("warning", "the -wal file is past the size threshold (checkpoints are not keeping up)",
                       "let the app checkpoint (stop long readers), or restart the app when idle"),
+    # archive and restore
+    "archive-conflict": Code("error", "a row of a chat is in both the store and the archive with different bytes;"
+                             " the chat was not moved", "compare the chat in both files (`steerable-maint history`"
+                             " on each); move or delete one copy by hand, then re-run"),
+    "restore-already-restored": Code("info", "the chat is not in the archive and is already in the store",
+                                     "nothing to do; a previous restore finished"),
+    # copy
+    "copy-source-damaged": Code("error", "a source row fails its CRC-32 or is not UTF-8; it was not copied",
+                                "run `steerable-maint check DB` and `steerable-maint salvage` on the source"),
+    "copy-conflict": Code("error", "a row is in the destination with different bytes; it was kept there",
+                          "decide which version is right; copy never overwrites a row"),
+    "copy-verify-failed": Code("error", "a row read back from the destination is not the row sent",
+                               "run `steerable-maint check` on the destination, then copy again"),
+    # traces
+    "traces-spans-rejected": Code("error", "the collector rejected some spans of a request",
+                                  "check the collector's limits (span age, size, attribute count)"),
+    "traces-collector-warning": Code("warning", "the collector accepted a request with a warning",
+                                     "see the collector's docs"),
+    # salvage
+    "salvage-unmatched-records": Code("error", "records on damaged pages that match no table",
+                                      "their pages are damaged; the JSONL holds every row that could be decoded"),
+    "salvage-unverified-rows": Code("error", "rows whose data fails its checksum (exported with verified=false)",
+                                    "they are exported with verified=false; do not trust their content"),
+    "salvage-unplaced-rows": Code("warning", "rows that could not be placed in the rebuilt store",
+                                  "they are listed in the report and exported in the JSONL"),
+    "salvage-keys-not-covered": Code("warning", "a schema-1 store: its checksums cover data only, so a damaged key"
+                                     " column cannot be detected", "open the store with the app first (it upgrades"
+                                     " the schema), then salvage"),
+    "salvage-key-collision": Code("error", "keys whose verified copies disagree; rebuild placed neither",
+                                  "both copies are in the JSONL; rebuild placed neither: choose one by hand"),
+    "salvage-sqlite-read-failed": Code("error", "SQLite refused to read the store; the pages were read directly",
+                                       _DAMAGE_HINT),
+    "salvage-schema-table-missing": Code("error", "a table of the schema has no readable root page",
+                                         _DAMAGE_HINT),
+    # repair
+    "repair-rows-lost": Code("error", "keys no verified copy of which could be placed in the repaired store",
+                             "every copy salvage found is in the backup folder's rows.jsonl; the original files"
+                             " are there too"),
+    **{salvage_code(name): Code("info" if name in BENIGN else "error", meaning,
+                                "nothing to do: nothing committed is lost" if name in BENIGN else _DAMAGE_HINT)
+       for name, meaning in DAMAGE.items() if name not in SALVAGE_NAMED},
 }
+
+
+JOB_PREFIXES = ("archive-", "restore-", "copy-", "traces-", "salvage-", "repair-")
+"""Codes starting with one of these belong to that job; every other code is check's."""
+
+
+def job_of(code: str) -> str:
+    """The job a code belongs to (``check`` for the shared read-only codes)."""
+    return next((p[:-1] for p in JOB_PREFIXES if code.startswith(p)), "check")
+
+
+def finding(code: str, message: str, *, hint: str | None = None, **where: object) -> Finding:
+    """One Finding of a registered ``code``: severity (and the default hint) from CODES.
+    Raises KeyError for an unregistered code (a bug: add it to CODES)."""
+    spec = CODES[code]
+    return Finding(code=code, severity=spec.severity, message=message, hint=hint or spec.hint, **_location(where))
+
+
+def markdown_table() -> str:
+    """The table of every code (job, code, severity, meaning, what to do) as Markdown."""
+    lines = ["| job | code | severity | meaning | what to do |", "| --- | --- | --- | --- | --- |"]
+    order = ("check", "archive", "restore", "copy", "traces", "salvage", "repair")
+    for code, spec in sorted(CODES.items(), key=lambda item: (order.index(job_of(item[0])), item[0])):
+        lines.append(f"| {job_of(code)} | `{code}` | {spec.severity} | {spec.meaning} | {spec.hint} |")
+    return "\n".join(lines) + "\n"
 
 
 class FindingLog:
@@ -109,9 +198,7 @@ class FindingLog:
         seen = self.counts.get(code, 0)
         self.counts[code] = seen + 1
         if seen < self.max_per_code:
-            spec = CODES[code]
-            self.findings.append(Finding(code=code, severity=spec.severity, message=message,
-                                         hint=hint or spec.hint, **_location(where)))
+            self.findings.append(finding(code, message, hint=hint, **where))
 
     def merge(self, other: "FindingLog") -> None:
         """Add everything ``other`` counted; keep its listed findings up to ``max_per_code``."""

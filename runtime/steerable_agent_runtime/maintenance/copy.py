@@ -10,10 +10,10 @@ Guarantees:
 - The source is read read-only (maintenance/readonly.read_store: no lease, no checkpoint,
   no byte changed), so it is safe while the app runs; the copy is of one snapshot.
 - Verified on both sides: every source row's CRC-32 is checked before it is sent (a row whose
-  bytes do not match is not copied: ``copy.source_damaged``), and every inserted row is read
-  back and compared byte for byte and by CRC (``copy.verify_failed`` otherwise).
+  bytes do not match is not copied: ``copy-source-damaged``), and every inserted row is read
+  back and compared byte for byte and by CRC (``copy-verify-failed`` otherwise).
 - Idempotent: a row already in the destination with the same bytes is counted in
-  ``already`` and not written again; one with other bytes is a conflict (``copy.conflict``):
+  ``already`` and not written again; one with other bytes is a conflict (``copy-conflict``):
   the destination keeps its row, nothing is overwritten. A re-run after an interrupted copy
   finishes it (rows go in batches, one transaction each).
 - ``dry_run`` reads both sides and reports what a real run would copy, writing nothing (an
@@ -37,7 +37,8 @@ from ..errors import NotAStoreError
 from ..storage.checksum import IDENTITY, Checker, row_crc, store_checker
 from ..storage.schema import TABLES
 from .readonly import ReadOnlyConnection, read_store
-from .report import Finding, JobReport, Progress, no_progress
+from .codes import finding
+from .report import JobReport, Progress, no_progress
 
 BATCH = 500
 
@@ -160,10 +161,9 @@ def _checked(table: str, row: tuple[Any, ...], report: CopyReport, ok: Checker) 
             problem = "its data is not valid UTF-8"
     if problem is not None:
         report.skipped[table] += 1
-        report.findings.append(Finding(
-            code="copy.source_damaged", severity="error", table=table, key=str(_key(table, row)),
-            message=f"{table} {_key(table, row)!r}: {problem}; not copied",
-            hint="run `steerable-maint check DB` and `steerable-maint salvage` on the source"))
+        report.findings.append(finding(
+            "copy-source-damaged", table=table, key=str(_key(table, row)),
+            message=f"{table} {_key(table, row)!r}: {problem}; not copied"))
         return None
     return (*row[:-2], text, row_crc(table, _identity(table, row), text))
 
@@ -176,11 +176,10 @@ def _known(table: str, row: tuple[Any, ...], stored: tuple[bytes, int] | None, r
         report.already[table] += 1
     else:
         report.skipped[table] += 1
-        report.findings.append(Finding(
-            code="copy.conflict", severity="error", table=table, key=str(_key(table, row)),
+        report.findings.append(finding(
+            "copy-conflict", table=table, key=str(_key(table, row)),
             message=f"{table} {_key(table, row)!r} is in the destination with different bytes; it was kept there,"
-                    " nothing was overwritten",
-            hint="decide which version is right; copy never overwrites a row"))
+                    " nothing was overwritten"))
     return True
 
 
@@ -189,10 +188,9 @@ def _verified_copy(table: str, row: tuple[Any, ...], stored: tuple[bytes, int] |
     if stored is not None and stored == (data, row[-1]) and row_crc(table, _identity(table, row), stored[0]) == stored[1]:
         return True
     report.skipped[table] += 1
-    report.findings.append(Finding(
-        code="copy.verify_failed", severity="error", table=table, key=str(_key(table, row)),
+    report.findings.append(finding(
+        "copy-verify-failed", table=table, key=str(_key(table, row)),
         message=f"{table} {_key(table, row)!r}: read back from the destination, it is not the row sent"
-                " (another writer inserted that key meanwhile, or the destination changed it)",
-        hint="run `steerable-maint check` on the destination, then copy again"))
+                " (another writer inserted that key meanwhile, or the destination changed it)"))
     return False
 

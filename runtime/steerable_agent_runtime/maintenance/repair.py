@@ -40,6 +40,7 @@ from ..storage.access import claim_damaged, sibling_path
 from ..storage.lease import lock_path_for
 from ..storage.repairmark import intent_path
 from .check import check
+from .codes import finding
 from .report import Finding, JobReport, Progress, no_progress
 from .salvage import salvage
 
@@ -130,9 +131,8 @@ def _account(report: RepairReport, salvaged: Any) -> None:
     report.damage = dict(salvaged.damage)
     report.findings = list(salvaged.findings)
     if report.lost_keys:
-        report.findings.append(Finding(
-            code="repair.rows_lost", severity="error",
-            message=f"{report.lost_keys} keys could not be placed in the repaired store",
+        report.findings.append(finding(
+            "repair-rows-lost", f"{report.lost_keys} keys could not be placed in the repaired store",
             hint=f"every copy salvage found is in {report.backup}/rows.jsonl; the original files are there too"))
 
 

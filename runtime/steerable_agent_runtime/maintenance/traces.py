@@ -48,6 +48,7 @@ from .duration import HINT as DURATION_HINT
 from .duration import cutoff_timestamp, parse_duration
 from .readonly import read_store
 from ..storage.access import is_store_file
+from .codes import finding
 from .report import Finding, JobReport, Progress, no_progress
 
 M = TypeVar("M", bound=WireModel)
@@ -199,13 +200,11 @@ def _findings(results: list[ExportResult]) -> list[Finding]:
     findings = []
     for n, result in enumerate(results, start=1):
         if result.rejected_spans:
-            findings.append(Finding(code="spans_rejected", severity="error",
-                                    message=f"request {n}: the collector rejected {result.rejected_spans} span(s): "
-                                            f"{result.message or 'no reason given'}",
-                                    hint="check the collector's limits (span age, size, attribute count)"))
+            findings.append(finding("traces-spans-rejected",
+                                    f"request {n}: the collector rejected {result.rejected_spans} span(s): "
+                                    f"{result.message or 'no reason given'}"))
         elif result.message:
-            findings.append(Finding(code="collector_warning", severity="warning",
-                                    message=f"request {n}: {result.message}", hint="see the collector's docs"))
+            findings.append(finding("traces-collector-warning", f"request {n}: {result.message}"))
     return findings
 
 

@@ -15,9 +15,9 @@ archive guarantees:
   to the store's (a run killed between commit and delete, then the app touched the chat)
   has those archive copies removed (``leftover_copies_removed``); differing rows are kept
   (if the app changed such a row, e.g. a session's ``updated_at``, the archive keeps the
-  old version and the chat reports ``archive.conflict`` once it is idle again).
+  old version and the chat reports ``archive-conflict`` once it is idle again).
 - A chat with a row in both files that differs is a conflict: it stays whole in the store,
-  nothing of it is added to the archive, an ``archive.conflict`` error finding names the
+  nothing of it is added to the archive, an ``archive-conflict`` error finding names the
   table and key (exit 1), and the other chats still move.
 - Both leases are taken (store first, then archive) before SQLite opens either file.
   A target that exists and is not a store -> NotAStoreError; a newer schema ->
@@ -43,6 +43,7 @@ from ...errors import UsageError
 from .chatmove import (BatchResult, RowCounts, chats_in_destination, count_rows, drop_leftover_copies, load_batch,
                         move_batch, prepare)
 from ..duration import cutoff_timestamp
+from ..codes import finding
 from ..report import Finding, JobReport, Progress, no_progress
 from ...storage.access import FileProbe, attach, connection, create_store, held, probe, refuse_same_store
 
@@ -215,8 +216,8 @@ def _record(report: ArchiveReport, result: BatchResult, chats: int) -> None:
 def _conflict_finding(result: BatchResult, chat_id: str, other: str) -> Finding:
     conflict = result.conflict
     assert conflict is not None
-    return Finding(
-        code="archive.conflict", severity="error", table=conflict.table, record_id=chat_id, key=conflict.key,
+    return finding(
+        "archive-conflict", table=conflict.table, record_id=chat_id, key=conflict.key,
         message=f"chat {chat_id!r}: {conflict.table} row {conflict.key!r} is in both files with different bytes;"
                 " the chat was not moved and nothing was overwritten",
         hint=f"compare the chat in both files (`steerable-maint history` on each, {other}); "
@@ -263,6 +264,5 @@ def _holds_chat(conn: sqlite3.Connection, schema: str, chat_id: str) -> bool:
 
 
 def _already_restored(report: RestoreReport) -> Finding:
-    return Finding(code="restore.already_restored", severity="info", record_id=report.chat_id,
-                   message=f"chat {report.chat_id!r} is not in the archive and is already in {Path(report.target).name}",
-                   hint="nothing to do; a previous restore finished")
+    return finding("restore-already-restored", record_id=report.chat_id,
+                   message=f"chat {report.chat_id!r} is not in the archive and is already in {Path(report.target).name}")

@@ -65,7 +65,8 @@ from ...privatefile import WRITE_ERRNOS
 from ...storage.access import has_wal_content, wal_path
 from ...storage.schema import APPLICATION_ID
 from ..readonly import copy_private, fingerprint, private_temp_base
-from ..codes import CODES
+from ...sqlitefile.damage import BENIGN
+from ..codes import finding, salvage_code
 from ..report import Finding, JobReport, Progress, no_progress
 from .harvest import Tally, harvest_all, harvest_free
 from .output import atomic_output, check_target, merge_tally, write_jsonl, write_store
@@ -300,7 +301,7 @@ def _collect(snapshot: _Snapshot, spool: Spool, report: SalvageReport, step: Pro
         report.keys_covered = spool.keyed
         tally = Tally()
         problems = _sqlite_check(pages, spool, snapshot)
-        if fast and problems == [] and not set(pages.damage) - _BENIGN_DAMAGE:
+        if fast and problems == [] and not set(pages.damage) - BENIGN:
             report.method = "sqlite"
             with _fast_path():
                 spool.live_tables = spool.source_tables()
@@ -392,9 +393,6 @@ def _unplaced_sink(report: SalvageReport):  # noqa: ANN202 - a small closure
     return sink
 
 
-_BENIGN_DAMAGE = {"wal_frame_stale_salt", "wal_torn_tail"}
-"""Not damage: what a WAL reused after a checkpoint holds past its new frames, and the
-uncommitted frames a writer that died mid-transaction left (nothing committed is lost)."""
 
 
 def _on_pages(pages: list[int]) -> str:
@@ -402,15 +400,6 @@ def _on_pages(pages: list[int]) -> str:
         return ""
     shown = ", ".join(str(p) for p in pages[:10])
     return f" (page {shown}{', ...' if len(pages) > 10 else ''})"
-
-
-_NAMED = {
-    "sqlite_check_failed": "salvage-sqlite-check-failed", "schema_columns_wrong": "salvage-schema-damaged",
-    "btree_page_wrong_kind": "salvage-btree-page-wrong-kind", "record_not_of_its_table": "salvage-record-not-of-its-table",
-    "cell_pointer_repeated": "salvage-cell-pointers-overlap", "cell_pointers_overlap": "salvage-cell-pointers-overlap",
-    "overflow_page_shared": "salvage-overflow-page-shared", "history_seq_gap": "salvage-rows-unaccounted",
-}
-"""Damage codes with a registered finding code (maintenance/codes.py: severity and remedy)."""
 
 
 def _damage_finding(report: SalvageReport, code: str, count: int) -> Finding:
@@ -421,36 +410,26 @@ def _damage_finding(report: SalvageReport, code: str, count: int) -> Finding:
     elif code == "history_seq_gap":
         shown = ", ".join(f"{record} ({missing} missing)" for record, missing in list(report.history_gaps.items())[:5])
         message = f"{count} history records have entries missing between the recovered ones: {shown}"
-    if code in _NAMED:
-        spec = CODES[_NAMED[code]]
-        return Finding(code=_NAMED[code], severity=spec.severity, message=message, hint=spec.hint)
-    return Finding(code=f"salvage.{code}", severity="info" if code in _BENIGN_DAMAGE else "error", message=message,
-                   hint="the rows it held were salvaged where readable")
+    return finding(salvage_code(code), message)
 
 
 def _findings(report: SalvageReport) -> list[Finding]:
     found = [_damage_finding(report, code, count) for code, count in sorted(report.damage.items())]
     if report.unmatched_records:
-        found.append(Finding(code="salvage.unmatched_records", severity="error",
-                             message=f"{report.unmatched_records} records matched no table",
-                             hint="their pages are damaged; the JSONL holds every row that could be decoded"))
+        found.append(finding("salvage-unmatched-records", f"{report.unmatched_records} records matched no table"))
     for table, tally in sorted(report.tables.items()):
         if tally.unverified:
-            found.append(Finding(code="salvage.unverified_rows", severity="error", table=table,
-                                 message=f"{tally.unverified} of {tally.keys} {table} rows fail their checksum",
-                                 hint="they are exported with verified=false; do not trust their content"))
+            found.append(finding("salvage-unverified-rows", table=table,
+                                 message=f"{tally.unverified} of {tally.keys} {table} rows fail their checksum"))
     if not report.keys_covered:
-        found.append(Finding(code="salvage.keys_not_covered", severity="warning",
-                             message=f"schema version {report.schema_version}: checksums cover data only, so a"
-                             " damaged key column (the chat of an entry, the trace of a span) cannot be detected",
-                             hint="open the store with the app first (it upgrades the schema), then salvage"))
+        found.append(finding("salvage-keys-not-covered",
+                             f"schema version {report.schema_version}: checksums cover data only, so a"
+                             " damaged key column (the chat of an entry, the trace of a span) cannot be detected"))
     if report.collisions_total:
         shown = ", ".join(f"{c.table} {c.key}" for c in report.collisions[:5])
-        found.append(Finding(code="salvage.key_collision", severity="error",
-                             message=f"{report.collisions_total} keys have verified copies that disagree ({shown})",
-                             hint="both copies are in the JSONL; rebuild placed neither: choose one by hand"))
+        found.append(finding("salvage-key-collision",
+                             f"{report.collisions_total} keys have verified copies that disagree ({shown})"))
     if report.unplaced_total:
-        found.append(Finding(code="salvage.unplaced_rows", severity="warning",
-                             message=f"{report.unplaced_total} rows were not placed in the rebuilt store",
-                             hint="they are listed in the report and exported in the JSONL"))
+        found.append(finding("salvage-unplaced-rows",
+                             f"{report.unplaced_total} rows were not placed in the rebuilt store"))
     return found
