@@ -23,8 +23,7 @@ from .codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
 
-_NEWEST = {"sessions": "updated_at", "messages": "created_at", "traces": "started_at",
-           "spans": "start_at", "events": "at", "history": "at"}
+_NEWEST = {name: spec.newest for name, spec in TABLES.items()}
 
 
 class InspectReport(JobReport):

@@ -3,8 +3,10 @@
 Every entity table keeps the entity's full canonical JSON in ``data`` and a CRC-32 binding
 ``data`` to the row's key columns in ``crc`` (storage/checksum.py; schema version 1 covered
 ``data`` alone, see storage/upgrade.py); the filter/order fields are duplicated into indexed
-columns. ``TABLES`` describes each table for the maintenance jobs (check, archive, salvage)
-so none of them hard-codes column lists of its own.
+columns. ``TABLES`` is the only description of the tables: every job derives its column
+lists, keys, parents, chat columns, newest-write columns, models and salvage markers from it
+(tests/storage/test_schema_spec.py proves each derived list covers every table), so adding a
+table means editing this module (TABLES and the DDL) only.
 
 ``PRAGMA application_id`` = APPLICATION_ID marks the file as a steerable store;
 ``PRAGMA user_version`` = SCHEMA_VERSION is the schema version. A file whose user_version
@@ -16,7 +18,11 @@ from __future__ import annotations
 
 import sqlite3
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan
 
 APPLICATION_ID = 0x53544552  # "STER"
 SCHEMA_VERSION = 2
@@ -36,7 +42,12 @@ class TableSpec:
 
     ``key`` names the columns that identify a row; ``columns`` maps each indexed column to
     the camelCase JSON field of ``data`` it duplicates (check compares them); ``parent``
-    names (column, parent table, parent column) for the orphan check.
+    names (column, parent table, parent column) for the orphan check; ``chat_column`` the
+    column naming the row's chat (None: the row belongs to its chat through its trace);
+    ``newest`` the timestamp column of the row's latest write (inspect, archive's idle test);
+    ``model`` the wire model of ``data`` (None for history: an entry union); ``marker`` a JSON
+    key only this table's rows have among tables of the same column count (salvage matches
+    rows without a schema by it); ``integers`` and ``nullable`` the column types besides TEXT.
     """
 
     name: str
@@ -44,6 +55,16 @@ class TableSpec:
     columns: dict[str, str]
     parent: tuple[str, str, str] | None
     chat_column: str | None
+    newest: str
+    model: type[BaseModel] | None
+    marker: bytes
+    integers: frozenset[str] = field(default_factory=frozenset)
+    nullable: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def singular(self) -> str:
+        """``messages`` -> ``message``: how a finding names one row."""
+        return self.name.removesuffix("s")
 
     @property
     def all_columns(self) -> tuple[str, ...]:
@@ -56,28 +77,29 @@ TABLES: dict[str, TableSpec] = {
         "sessions", ("session_id",),
         {"session_id": "sessionId", "user_id": "userId", "chat_id": "chatId", "is_active": "isActive",
          "created_at": "createdAt", "updated_at": "updatedAt"},
-        None, "chat_id"),
+        None, "chat_id", "updated_at", AgentSession, b'"currentStage"', frozenset({"is_active"})),
     "messages": TableSpec(
         "messages", ("id",),
         {"id": "id", "chat_id": "chatId", "created_at": "createdAt"},
-        ("chat_id", "sessions", "chat_id"), "chat_id"),
+        ("chat_id", "sessions", "chat_id"), "chat_id", "created_at", ChatMessage, b'"role"'),
     "traces": TableSpec(
         "traces", ("trace_id",),
         {"trace_id": "traceId", "session_id": "sessionId", "chat_id": "chatId", "user_id": "userId",
          "started_at": "startedAt"},
-        ("session_id", "sessions", "session_id"), "chat_id"),
+        ("session_id", "sessions", "session_id"), "chat_id", "started_at", HarnessTrace, b'"traceId"'),
     "spans": TableSpec(
         "spans", ("span_id",),
         {"span_id": "spanId", "trace_id": "", "parent_id": "parentId", "start_at": "startAt"},
-        ("trace_id", "traces", "trace_id"), None),
+        ("trace_id", "traces", "trace_id"), None, "start_at", TraceSpan, b'"startAt"',
+        nullable=frozenset({"parent_id"})),
     "events": TableSpec(
         "events", ("event_id",),
         {"event_id": "eventId", "trace_id": "", "span_id": "spanId", "at": "at"},
-        ("span_id", "spans", "span_id"), None),
+        ("span_id", "spans", "span_id"), None, "at", TraceEvent, b'"eventId"'),
     "history": TableSpec(
         "history", ("record_id", "seq"),
         {"record_id": "", "seq": "seq", "v": "v", "type": "type", "at": "at"},
-        None, "record_id"),
+        None, "record_id", "at", None, b'"type"', frozenset({"seq", "v"})),
 }
 """Entity tables by name. A column mapped to "" is not part of ``data`` (it is the row's
 place: the trace a span belongs to, the record an entry belongs to)."""

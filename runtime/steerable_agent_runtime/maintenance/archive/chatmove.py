@@ -176,7 +176,7 @@ def _delete_verified(conn: sqlite3.Connection, expected: RowCounts) -> None:
 def chats_in_destination(conn: sqlite3.Connection, chats: list[str]) -> list[str]:
     """The chats of ``chats`` of which ``dst`` holds any session, message, trace or history row."""
     held = " OR ".join(f"EXISTS (SELECT 1 FROM dst.{t} WHERE {TABLES[t].chat_column} = page.chat_id)"
-                       for t in ("sessions", "messages", "traces", "history"))
+                       for t, spec in TABLES.items() if spec.chat_column)
     sql = f"WITH page(chat_id) AS (SELECT value FROM json_each(?)) SELECT chat_id FROM page WHERE {held}"
     return [row[0] for row in conn.execute(sql, (json.dumps(chats),))]
 

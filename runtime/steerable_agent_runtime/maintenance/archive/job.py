@@ -45,20 +45,19 @@ from .chatmove import (BatchResult, RowCounts, chats_in_destination, count_rows,
 from ..duration import cutoff_timestamp
 from ..codes import finding
 from ..report import Finding, JobReport, Progress, no_progress
+from ...storage.schema import TABLES
 from ...storage.access import FileProbe, attach, connection, create_store, held, probe, refuse_same_store
 
-_CHAT_KEYS = (("sessions", "chat_id"), ("messages", "chat_id"), ("traces", "chat_id"), ("history", "record_id"))
+_CHAT_KEYS = tuple((name, spec.chat_column) for name, spec in TABLES.items() if spec.chat_column)
+"""The tables that name a chat, with the column that does (the others belong to it through a trace)."""
 
-_NEWEST = """
-WITH page(chat_id) AS (SELECT value FROM json_each(?))
-SELECT chat_id,
-  EXISTS (SELECT 1 FROM main.sessions s WHERE s.chat_id = page.chat_id AND s.is_active = 1),
-  max(coalesce((SELECT max(updated_at) FROM main.sessions WHERE chat_id = page.chat_id), ''),
-      coalesce((SELECT max(created_at) FROM main.messages WHERE chat_id = page.chat_id), ''),
-      coalesce((SELECT max(started_at) FROM main.traces WHERE chat_id = page.chat_id), ''),
-      coalesce((SELECT max(at) FROM main.history WHERE record_id = page.chat_id), ''))
-FROM page ORDER BY chat_id
-"""
+_NEWEST = (
+    "WITH page(chat_id) AS (SELECT value FROM json_each(?))\nSELECT chat_id,\n"
+    "  EXISTS (SELECT 1 FROM main.sessions s WHERE s.chat_id = page.chat_id AND s.is_active = 1),\n  max("
+    + ",\n      ".join(f"coalesce((SELECT max({TABLES[t].newest}) FROM main.{t} WHERE {c} = page.chat_id), '')"
+                       for t, c in _CHAT_KEYS)
+    + ")\nFROM page ORDER BY chat_id\n")
+"""Per chat of a page: whether a session is active, and its newest write in any table."""
 
 
 class ArchiveReport(JobReport):

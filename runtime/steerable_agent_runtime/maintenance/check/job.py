@@ -35,12 +35,10 @@ from .tablescan import ParallelScan, parallel_scan, scan_tables
 DEFAULT_WAL_THRESHOLD = 64 << 20
 _INTEGRITY_MAX_ERRORS = 1_000_000
 
-_ORPHANS = (
-    ("orphan-message", "messages", "id", "chat_id", "sessions", "chat_id", "chat"),
-    ("orphan-trace", "traces", "trace_id", "session_id", "sessions", "session_id", "session"),
-    ("orphan-span", "spans", "span_id", "trace_id", "traces", "trace_id", "trace"),
-    ("orphan-event", "events", "event_id", "span_id", "spans", "span_id", "span"),
-)
+_ORPHANS = tuple(
+    (f"orphan-{spec.singular}", name, spec.key[0], *spec.parent, spec.parent[0].removesuffix("_id"))
+    for name, spec in TABLES.items() if spec.parent)
+"""(code, table, key, column, parent table, parent column, what the column names) per child table."""
 
 
 class CheckReport(JobReport):

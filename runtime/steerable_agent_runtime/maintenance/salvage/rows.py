@@ -21,22 +21,16 @@ from pydantic_core import from_json
 
 from ...errors import RecordFormatError
 from ...history import RECORD_FORMAT_VERSION, HistoryEntry, is_plain_item, read_entry_text
-from ...models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, is_plain_message
+from ...models import is_plain_message
 from ...storage.checksum import IDENTITY, legacy_crc, row_crc
 from ...storage.schema import TABLES, TableSpec
 from ...sqlitefile.record import is_text
 
-MODELS: dict[str, type[BaseModel]] = {
-    "sessions": AgentSession, "messages": ChatMessage, "traces": HarnessTrace,
-    "spans": TraceSpan, "events": TraceEvent,
-}
+MODELS: dict[str, type[BaseModel]] = {name: spec.model for name, spec in TABLES.items() if spec.model}
 _ENTRY_JSON = TypeAdapter(HistoryEntry).validator.validate_json
-INTEGER_COLUMNS = frozenset({"is_active", "seq", "v", "crc"})
-NULLABLE_COLUMNS = frozenset({"parent_id"})
-MARKERS = {
-    "sessions": b'"currentStage"', "messages": b'"role"', "traces": b'"traceId"',
-    "spans": b'"startAt"', "events": b'"eventId"', "history": b'"type"',
-}
+INTEGER_COLUMNS = frozenset({"crc"}).union(*(spec.integers for spec in TABLES.values()))
+NULLABLE_COLUMNS = frozenset().union(*(spec.nullable for spec in TABLES.values()))
+MARKERS = {name: spec.marker for name, spec in TABLES.items()}
 """A field only the table's own JSON has among the tables of the same column count."""
 
 
