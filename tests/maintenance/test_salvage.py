@@ -70,12 +70,12 @@ def test_source_is_byte_identical_and_nothing_appears_beside_it(tmp_path: Path) 
 
 
 def test_a_lone_db_is_read_in_place_changing_nothing_and_creating_nothing(store, tmp_path: Path, monkeypatch) -> None:
-    from steerable_agent_runtime.maintenance.salvage import job as salvage_module
+    from steerable_agent_runtime.storage import snapshot as snapshot_module
 
     db, rows = store
     assert not os.path.exists(f"{db}-wal")
     copies = []
-    monkeypatch.setattr(salvage_module, "copy_private", lambda *a: copies.append(a))  # fails if it copies
+    monkeypatch.setattr(snapshot_module, "copy_private", lambda *a: copies.append(a))  # fails if it copies
     before, names = _digest(db.parent), sorted(os.listdir(db.parent))
     report = salvage(db, tmp_path / "out.jsonl")
     assert report.method == "sqlite" and report.exit_code == 0 and copies == []
@@ -107,16 +107,17 @@ def test_a_writer_overtaking_an_in_place_read_makes_salvage_start_again_from_a_c
 
 def test_a_store_that_keeps_changing_is_refused_after_three_attempts(store, tmp_path: Path, monkeypatch) -> None:
     from steerable_agent_runtime.errors import DatabaseDamagedError
+    from steerable_agent_runtime.storage import snapshot as snapshot_module
     from steerable_agent_runtime.maintenance.salvage import job as salvage_module
 
     db, _ = store
-    real = salvage_module.copy_private
+    real = snapshot_module.copy_private
 
     def copy_while_a_writer_commits(src, dst):
         real(src, dst)
         _edit(db, "UPDATE sessions SET user_id = user_id || ''")
 
-    monkeypatch.setattr(salvage_module, "copy_private", copy_while_a_writer_commits)
+    monkeypatch.setattr(snapshot_module, "copy_private", copy_while_a_writer_commits)
     monkeypatch.setattr(salvage_module, "has_wal_content", lambda _p: True)  # copy from the start
     with pytest.raises(DatabaseDamagedError, match="kept changing") as err:
         salvage(db, tmp_path / "out.jsonl")

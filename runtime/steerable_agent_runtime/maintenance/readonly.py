@@ -52,10 +52,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import DatabaseDamagedError, NotAStoreError
+from ..errors import DatabaseDamagedError, NotAStoreError, StoreAccessError
 from ..storage.access import probe, refuse_foreign, refuse_newer_schema, sibling_path
 from ..storage.schema import APPLICATION_ID
 from ..sqlitefile.wal import WAL_HEADER_SIZE, WAL_MAGIC_BE, WAL_MAGIC_LE, valid_page_size, wal_checksum
+from ..storage.snapshot import Snapshot, SourceMoved, fingerprint, private_temp_base
 
 _COPY_ATTEMPTS = 3
 
@@ -73,7 +74,7 @@ class ReadOnlyConnection(sqlite3.Connection):
     source: Path = Path()
     user_version: int = 0
     application_id: int = 0
-    fingerprint: tuple[int, ...] | None = None
+    snapshot: Snapshot | None = None
 
     uri: str = ""
 
@@ -90,8 +91,8 @@ class ReadOnlyConnection(sqlite3.Connection):
         return conn
 
     def overtaken(self) -> bool:
-        """Whether the db file changed since an ``immutable`` open (the read may be torn)."""
-        return self.strategy == "immutable" and fingerprint(self.source) != self.fingerprint
+        """Whether the db or -wal changed since an ``immutable`` open (the read may be torn)."""
+        return self.strategy == "immutable" and self.snapshot is not None and self.snapshot.overtaken()
 
 
 T = TypeVar("T")
@@ -190,9 +191,9 @@ def _try_shared(source: Path) -> ReadOnlyConnection | None:
 
 def _immutable(source: Path) -> ReadOnlyConnection:
     """Open the db file alone: nothing is in a -wal, so nothing is missed."""
-    before = fingerprint(source)
+    snapshot = Snapshot.in_place(source)
     conn = _connect(source, "immutable", source, "&immutable=1")
-    conn.fingerprint = before
+    conn.snapshot = snapshot
     return conn
 
 
@@ -214,63 +215,20 @@ def lenient_text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def fingerprint(path: Path) -> tuple[int, ...] | None:
-    """Identity, size and times of a file (None when absent): what a write would move."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 def _private_copy(source: Path) -> Path | None:
-    """Copy db and -wal into a fresh 0700 directory; None if the source changed meanwhile."""
-    files = [source, sibling_path(source, "-wal"), sibling_path(source, "-shm")]
-    before = [fingerprint(f) for f in files]
+    """Copy db and -wal into a fresh 0700 directory (snapshot.Snapshot.private_copy); None if
+    the source changed meanwhile."""
     private_dir = Path(tempfile.mkdtemp(prefix="steerable-ro-", dir=private_temp_base(source)))
     try:
-        for name in files[:2]:
-            if name.exists():
-                copy_private(name, private_dir / name.name)
-    except FileNotFoundError:
+        Snapshot.private_copy(source, private_dir)
+    except SourceMoved:
         shutil.rmtree(private_dir, ignore_errors=True)
         return None
     except OSError as exc:
         shutil.rmtree(private_dir, ignore_errors=True)
-        raise NotAStoreError(f"{source}: cannot read it: {exc.strerror}", path=str(source),
-                             hint="run as the user that owns the file") from None
-    if [fingerprint(f) for f in files] != before:
-        shutil.rmtree(private_dir, ignore_errors=True)
-        return None
+        raise StoreAccessError(f"{source}: cannot read it: {exc.strerror}", path=str(source),
+                               hint="run as the user that owns the file") from exc
     return private_dir
-
-
-def copy_private(src: Path, dst: Path) -> None:
-    """Copy ``src`` to a new file ``dst`` (mode 0600, never an existing one), in the kernel
-    where it can (``copy_file_range``), else through a buffer."""
-    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
-        try:
-            while os.copy_file_range(fin.fileno(), fout.fileno(), 1 << 30):
-                pass
-            in_kernel = os.fstat(fout.fileno()).st_size == os.fstat(fin.fileno()).st_size
-        except (AttributeError, OSError):  # no such call here, or not between these files
-            in_kernel = False
-        if not in_kernel:  # (some file systems answer 0 bytes copied instead of failing)
-            fin.seek(0)
-            fout.seek(0)
-            fout.truncate()
-            shutil.copyfileobj(fin, fout, 1 << 20)
-
-
-def private_temp_base(source: Path) -> str | None:
-    """The system temp dir, unless it is the db's own directory (then another one)."""
-    home = source.resolve().parent
-    for base in (tempfile.gettempdir(), "/dev/shm", "/var/tmp", str(Path.home())):
-        if os.path.isdir(base) and Path(base).resolve() != home and os.access(base, os.W_OK):
-            return base
-    raise NotAStoreError(f"{source}: no private temp directory outside the database's directory",
-                         path=str(source), hint="set TMPDIR to a writable directory elsewhere")
 
 
 def _adopt(conn: ReadOnlyConnection, source: Path, allow_newer_schema: bool) -> None:

@@ -33,7 +33,6 @@ maintenance/readonly.py, which uses the same probe and names.
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 import stat
 import tempfile
@@ -306,17 +305,30 @@ _PROTOCOL_RETRIES = 5
 
 
 def _check_markers_on_copy(path: str | os.PathLike[str]) -> None:
-    """check_markers on a private copy of the db and its -wal (the originals are not touched)."""
-    with tempfile.TemporaryDirectory(prefix="steerable-markers-") as tmp:
-        copy = Path(tmp) / "store.db"
-        shutil.copyfile(path, copy)
-        if wal_path(path).exists():
-            shutil.copyfile(wal_path(path), wal_path(copy))
-        conn = sqlite3.connect(copy, isolation_level=None)
-        try:
-            check_markers(conn, "main", path)
-        finally:
-            conn.close()
+    """check_markers on a private copy of the db and its -wal (storage/snapshot.py; the
+    originals are not touched). A copy a writer overtook is made again, up to 3 times."""
+    from .snapshot import Snapshot, SourceMoved, private_temp_base  # snapshot imports this module
+
+    source = Path(path)
+    for _attempt in range(_COPY_ATTEMPTS):
+        with tempfile.TemporaryDirectory(prefix="steerable-markers-", dir=private_temp_base(source)) as tmp:
+            try:
+                snapshot = Snapshot.private_copy(source, Path(tmp), name="store.db")
+            except SourceMoved:
+                continue
+            except OSError as exc:
+                raise StoreAccessError(f"{path}: cannot read it: {exc.strerror}", path=str(path)) from exc
+            conn = sqlite3.connect(snapshot.db, isolation_level=None)
+            try:
+                check_markers(conn, "main", path)
+            finally:
+                conn.close()
+            return
+    raise DatabaseDamagedError(f"{path}: its -wal index is stale and the store kept changing while it was copied",
+                               path=str(path), hint="stop the other writer, then open the store again")
+
+
+_COPY_ATTEMPTS = 3
 
 
 def refuse_same_store(first: str | os.PathLike[str], second: str | os.PathLike[str]) -> None:

@@ -54,7 +54,6 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +63,7 @@ from ...errors import DatabaseDamagedError, NotAStoreError, SteerableError
 from ...privatefile import WRITE_ERRNOS
 from ...storage.access import has_wal_content, wal_path
 from ...storage.schema import APPLICATION_ID
-from ..readonly import copy_private, fingerprint, private_temp_base
+from ...storage.snapshot import Snapshot, SourceMoved, private_temp_base
 from ...sqlitefile.damage import BENIGN
 from ..codes import finding, salvage_code
 from ..report import Finding, JobReport, Progress, no_progress
@@ -171,9 +170,9 @@ def _attempts(source: Path, out_path: Path, rebuild_path: Path | None, force: bo
         in_place = attempt == 0 and rebuild_path is None and not has_wal_content(source)
         with tempfile.TemporaryDirectory(prefix="steerable-salvage-", dir=private_temp_base(source)) as tmp:
             try:
-                snapshot = _Snapshot.in_place(source) if in_place else _Snapshot.copy(source, Path(tmp))
+                snapshot = Snapshot.in_place(source) if in_place else Snapshot.private_copy(source, Path(tmp), name="store.db")
                 report = _run(_Job(source, snapshot, Path(tmp), out_path, rebuild_path, force, step))
-            except _SourceMoved:
+            except SourceMoved:
                 continue  # a writer changed the store meanwhile: nothing was published; again, from a copy
         report.findings = _findings(report)
         return report
@@ -199,62 +198,16 @@ class _FastPathFailed(Exception):
     """SQLite failed while reading a copy its quick_check had passed."""
 
 
-class _SourceMoved(Exception):
-    """The store changed under an in-place read or a copy (a writer was active)."""
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    """What salvage reads: ``db`` (and ``wal``), SQLite's read-only ``uri`` for it, and for
-    an in-place read the source's fingerprint, compared again before anything is published."""
-
-    db: Path
-    wal: Path | None
-    uri: str
-    before: tuple[Any, ...] | None = None
-
-    @classmethod
-    def in_place(cls, source: Path) -> _Snapshot:
-        """The source itself: a db file with no -wal content, read with ``immutable=1``
-        (no lock, no file created, nothing written) and by the page reader."""
-        return cls(source, None, source.absolute().as_uri() + "?mode=ro&immutable=1", _fingerprints(source))
-
-    @classmethod
-    def copy(cls, source: Path, tmp: Path) -> _Snapshot:
-        """A private copy of db and -wal in ``tmp``; _SourceMoved if the source changed meanwhile."""
-        before = _fingerprints(source)
-        db = tmp / "store.db"
-        wal = wal_path(db) if wal_path(source).is_file() else None
-        try:
-            copy_private(source, db)
-            if wal is not None:
-                copy_private(wal_path(source), wal)
-        except FileNotFoundError:  # the app closed and removed its -wal meanwhile
-            raise _SourceMoved() from None
-        if _fingerprints(source) != before:
-            raise _SourceMoved()
-        return cls(db, wal, db.as_uri() + "?mode=ro")
-
-    def unchanged(self) -> None:
-        """Raise _SourceMoved when an in-place read may have been overtaken by a writer."""
-        if self.before is not None and _fingerprints(self.db) != self.before:
-            raise _SourceMoved()
-
-
-def _fingerprints(source: Path) -> tuple[Any, ...]:
-    return fingerprint(source), fingerprint(wal_path(source))
-
-
 class _Job:
     """One salvage attempt over a snapshot: collect, export, rebuild."""
 
-    def __init__(self, source: Path, snapshot: _Snapshot, tmp: Path, out: Path, rebuild: Path | None,
+    def __init__(self, source: Path, snapshot: Snapshot, tmp: Path, out: Path, rebuild: Path | None,
                  force: bool, step: Progress) -> None:
         self.source, self.snapshot, self.tmp = source, snapshot, tmp
         self.out, self.rebuild, self.force, self.step = out, rebuild, force, step
 
     def run(self, *, fast: bool) -> SalvageReport:
-        """Run once (``fast``: SQLite may read a sound store); raises _FastPathFailed, _SourceMoved."""
+        """Run once (``fast``: SQLite may read a sound store); raises _FastPathFailed, SourceMoved."""
         report = SalvageReport(path=str(self.source), out=str(self.out), rebuild=str(self.rebuild) if self.rebuild else None)
         spool = Spool(self.tmp / f"spool-{int(fast)}.db")
         try:
@@ -290,7 +243,7 @@ def _check_source(path: Path) -> Path:
     return path
 
 
-def _collect(snapshot: _Snapshot, spool: Spool, report: SalvageReport, step: Progress, *, fast: bool) -> None:
+def _collect(snapshot: Snapshot, spool: Spool, report: SalvageReport, step: Progress, *, fast: bool) -> None:
     """Fill the spool: SQLite for a sound store, the page reader for everything else."""
     step("read", 0, None)
     with SqliteFile(snapshot.db, snapshot.wal) as pages:
@@ -366,7 +319,7 @@ def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:
                              hint="pass the app's database file (or its copy)")
 
 
-def _export(spool: Spool, snapshot: _Snapshot, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
+def _export(spool: Spool, snapshot: Snapshot, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
     step("export", 0, None)
     with atomic_output(out, force=force) as (_tmp, fh):
         with _fast_path():
