@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NotAStoreError
-from ..storage.checksum import IDENTITY, Checker, row_crc, store_checker
+from ..storage.checksum import IDENTITY, Checker, current_checker, row_crc, store_checker
 from ..storage.schema import TABLES
 from .readonly import ReadOnlyConnection, read_store
 from .codes import finding
@@ -185,7 +185,7 @@ def _known(table: str, row: tuple[Any, ...], stored: tuple[bytes, int] | None, r
 
 def _verified_copy(table: str, row: tuple[Any, ...], stored: tuple[bytes, int] | None, report: CopyReport) -> bool:
     data = row[-2].encode("utf-8")
-    if stored is not None and stored == (data, row[-1]) and row_crc(table, _identity(table, row), stored[0]) == stored[1]:
+    if stored is not None and stored == (data, row[-1]) and current_checker(table, _identity(table, row), *stored):
         return True
     report.skipped[table] += 1
     report.findings.append(finding(

@@ -7,7 +7,10 @@ belongs to, the trace of a span or an event). So one flipped byte in a key colum
 checksum as surely as one in ``data``: salvage can no longer export an entry as verified
 under another chat.
 
-Schema version 1 (older stores): the CRC-32 of ``data`` alone (``schema.row_checksum``).
+Schema version 1 (older stores): the CRC-32 of ``data`` alone (:func:`legacy_crc`).
+
+Every reader checks a stored ``crc`` through :func:`checker` / :func:`bytes_checker` (the one
+CRC check); writers compute it with :func:`row_crc`.
 Readers of a store pass its version (:func:`checker`); a store of version 1 is upgraded by
 :mod:`.upgrade` (the app does it on open, in one transaction).
 
@@ -90,19 +93,44 @@ def legacy_crc(data: str | bytes) -> int:
 
 
 Checker = Callable[[str, Sequence[Any], Any, Any], bool]
+BytesChecker = Callable[[Sequence[Any], Any, Any], bool]
+
+
+def bytes_checker(version: int) -> BytesChecker:
+    """The CRC check itself (every reader's, through :func:`checker` or directly in a hot row
+    loop): ``ok(key_values, data, crc)`` for a store of schema ``version``, where ``data`` is
+    the raw bytes (``CAST(data AS BLOB)``) or None, and ``key_values`` the row's IDENTITY
+    values (ignored before KEYED_SINCE). False for a NULL ``data``."""
+    crc32, ident = _crc32, identity_bytes
+    if version >= KEYED_SINCE:
+        def ok(key_values: Sequence[Any], data: Any, crc: Any) -> bool:
+            return data is not None and crc32(data, crc32(ident(key_values))) == crc
+    else:
+        def ok(key_values: Sequence[Any], data: Any, crc: Any) -> bool:
+            return data is not None and crc32(data) == crc
+    return ok
 
 
 def checker(version: int) -> Checker:
     """``ok(table, key_values, data, crc)`` for a store of schema ``version``: whether the
-    stored ``crc`` matches (False for a NULL or non-bytes/str ``data`` or a non-int crc)."""
-    keyed = version >= KEYED_SINCE
+    stored ``crc`` matches (False for a NULL or non-bytes/str ``data`` or a non-int crc).
+    Text ``data`` is checked as its UTF-8 bytes; the check is :func:`bytes_checker`'s."""
+    fast = bytes_checker(version)
 
     def ok(table: str, key_values: Sequence[Any], data: Any, crc: Any) -> bool:
-        if not isinstance(data, (bytes, str)) or type(crc) is not int:
+        if type(crc) is not int:
             return False
-        return (row_crc(table, key_values, data) if keyed else legacy_crc(data)) == crc
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogatepass")
+        elif not isinstance(data, bytes):
+            return False
+        return fast(key_values, data, crc)
 
     return ok
+
+
+current_checker: Checker = checker(SCHEMA_VERSION)
+"""The check of rows written by this build (the stores' own reads, copy's read-back)."""
 
 
 def covers_key(version: int) -> bool:

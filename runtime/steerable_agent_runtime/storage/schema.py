@@ -17,7 +17,6 @@ is read with its own checksum rule and upgraded by the app on open (storage/upgr
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
@@ -26,14 +25,6 @@ from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceS
 
 APPLICATION_ID = 0x53544552  # "STER"
 SCHEMA_VERSION = 2
-
-
-def row_checksum(data: str | bytes) -> int:
-    """CRC-32 of the UTF-8 bytes of a row's ``data`` column (unsigned, 0..2**32-1): the
-    checksum rule of schema version 1. The current rule is storage.checksum.row_crc."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    return zlib.crc32(data)
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ from .schema import (
     SCHEMA_VERSION,
     TABLES,
 )
-from .checksum import IDENTITY, row_crc
+from .checksum import IDENTITY, current_checker, row_crc
 from .upgrade import UpgradeProgress
 from .search import (
     _DAMAGE_WORDS,
@@ -679,7 +679,7 @@ def _verified(table: str, row: Sequence[Any], record_id: str | None = None) -> s
     """The row's data, after checking it and the row's identity columns (row[3:]) against the
     stored CRC-32 (storage/checksum.py)."""
     data, crc, key = row[0], row[1], row[2]
-    if data is None or row_crc(table, row[3:], data) != crc:
+    if not current_checker(table, row[3:], data, crc):
         where = f"record {record_id!r} seq {key}" if record_id is not None else f"key {key}"
         raise DataIntegrityError(f"{table} {where}: stored bytes do not match their checksum (silent corruption)",
                                  table=table, record_id=record_id, seq=key if record_id is not None else None)

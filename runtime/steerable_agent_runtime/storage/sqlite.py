@@ -44,7 +44,7 @@ from ..errors import DataIntegrityError, DatabaseDamagedError, StoreClosedError
 from ..history import prepare_append, read_entry_text
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
 from .access import claim, connect, create_store, transaction
-from .checksum import IDENTITY, identity_sql, row_crc
+from .checksum import IDENTITY, current_checker, identity_sql, row_crc
 from .dberrors import as_store_error
 from .schema import CHECKPOINT_WHERE, SCHEMA_VERSION, has_fts
 from .search import SEARCH_CANDIDATES, matching_chats
@@ -293,7 +293,7 @@ def _verified(table: str, row: tuple[Any, ...], record_id: str | None = None) ->
     """The row's data bytes, after checking them and the row's identity columns (row[3:])
     against the stored CRC-32 (storage/checksum.py)."""
     data, crc, key = row[0], row[1], row[2]
-    if data is None or row_crc(table, row[3:], data) != crc:
+    if not current_checker(table, row[3:], data, crc):
         where = f"record {record_id!r} seq {key}" if record_id is not None else f"rowid {key}"
         raise DataIntegrityError(f"{table} {where}: stored bytes do not match their checksum (silent corruption)",
                                  table=table, record_id=record_id, seq=key if record_id is not None else None)

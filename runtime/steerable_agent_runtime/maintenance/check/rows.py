@@ -10,7 +10,6 @@ downgrade and legacy findings. A row with a problem is counted and the scan goes
 
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from typing import Any
 from pydantic_core import from_json
 
 from ...history import ENTRY_TYPES, RECORD_FORMAT_VERSION
-from ...storage.checksum import IDENTITY, covers_key, identity_bytes
+from ...storage.checksum import IDENTITY, BytesChecker, bytes_checker
 from ...storage.schema import TableSpec
 from ..codes import FindingLog
 from .shapes import ROLES, SHAPES, entry_shape
@@ -78,14 +77,14 @@ def _first(slots: dict[Any, list[int]], key: Any, seq: int) -> None:
 
 def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick, where: str = "") -> int:
     """Check every history row (``where``: a rowid range); return how many rows were read."""
-    keyed = _keyed(conn)
+    ok = _checker(conn)
     cursor = conn.execute(f"SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc FROM history {where}")
-    crc32, loads, ident, n, plain = zlib.crc32, from_json, identity_bytes, 0, 0
+    loads, n, plain = from_json, 0, 0
     for record_id, seq, v_col, type_col, at_col, data, crc in cursor:
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
-        if data is None or crc32(data, crc32(ident((record_id, seq))) if keyed else 0) != crc:
+        if not ok((record_id, seq), data, crc):
             log.add("row-checksum-mismatch", f"history record {record_id!r} seq {seq}: data bytes do not match"
                     " their CRC-32", table="history", record_id=record_id, seq=seq)
             continue
@@ -157,14 +156,14 @@ def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where
     identity = IDENTITY[spec.name]
     sql = (f"SELECT {key}, {', '.join(c for c, _ in pairs)}, CAST(data AS BLOB), crc, {', '.join(identity)}"
            f" FROM {spec.name} {where}")
-    shape, crc32, loads, ident, n = SHAPES[spec.name], zlib.crc32, from_json, identity_bytes, 0
-    keyed, cut = _keyed(conn), len(pairs) + 1
+    shape, loads, n = SHAPES[spec.name], from_json, 0
+    ok, cut = _checker(conn), len(pairs) + 1
     for whole in conn.execute(sql):
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
         row, data, crc = whole[:cut + 2], whole[cut], whole[cut + 1]
-        if data is None or crc32(data, crc32(ident(whole[cut + 2:])) if keyed else 0) != crc:
+        if not ok(whole[cut + 2:], data, crc):
             log.add("row-checksum-mismatch", f"{spec.name} {row[0]!r}: data bytes do not match their CRC-32",
                     table=spec.name, key=str(row[0]))
             continue
@@ -182,9 +181,9 @@ def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where
     return n
 
 
-def _keyed(conn: Any) -> bool:
-    """Whether the store's checksums cover the key columns (schema version 2 and later)."""
-    return covers_key(conn.execute("PRAGMA user_version").fetchone()[0])
+def _checker(conn: Any) -> BytesChecker:
+    """The CRC check of the store's schema version (storage/checksum.py)."""
+    return bytes_checker(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _column_finding(table: str, row: tuple[Any, ...], pairs: list[tuple[str, str]], obj: dict[str, Any],

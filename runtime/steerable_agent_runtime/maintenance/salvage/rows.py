@@ -22,7 +22,7 @@ from pydantic_core import from_json
 from ...errors import RecordFormatError
 from ...history import RECORD_FORMAT_VERSION, HistoryEntry, is_plain_item, read_entry_text
 from ...models import is_plain_message
-from ...storage.checksum import IDENTITY, legacy_crc, row_crc
+from ...storage.checksum import IDENTITY, KEYED_SINCE, bytes_checker
 from ...storage.schema import TABLES, TableSpec
 from ...sqlitefile.record import is_text
 
@@ -71,6 +71,10 @@ def match_table(fields: list[tuple[int, Any]]) -> str | None:
 _IDENTITY_AT = {name: tuple(TABLES[name].all_columns.index(c) for c in cols) for name, cols in IDENTITY.items()}
 
 
+_CHECK = {True: bytes_checker(KEYED_SINCE), False: bytes_checker(KEYED_SINCE - 1)}
+"""The CRC check of a store whose checksums cover the key columns (True) or not."""
+
+
 def to_row(table: str, fields: list[tuple[int, Any]], *, keyed: bool = True) -> Row | None:
     """Build the Row of a record known to belong to ``table``; None if its shape does not fit.
     ``keyed``: the store's checksums cover the key columns (schema version 2 and later); the
@@ -83,10 +87,8 @@ def to_row(table: str, fields: list[tuple[int, Any]], *, keyed: bool = True) -> 
     crc = columns.get("crc")
     if not isinstance(crc, int) or not isinstance(data, bytes):
         verified = False
-    elif keyed:
-        verified = row_crc(table, [fields[i][1] for i in _IDENTITY_AT[table]], data) == crc
     else:
-        verified = legacy_crc(data) == crc
+        verified = _CHECK[keyed]([fields[i][1] for i in _IDENTITY_AT[table]], data, crc)
     return Row(table, [columns[k] for k in spec.key], columns, data, verified)
 
 
