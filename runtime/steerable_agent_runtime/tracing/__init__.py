@@ -1,4 +1,5 @@
-"""Tracing: the TraceRecorder (:mod:`.recorder`), the OTLP/HTTP JSON mapping (:mod:`.otlp`)
+"""Tracing: the TraceRecorder (:mod:`.recorder`), attribute redaction (:mod:`.redaction`), the
+OTLP/HTTP JSON mapping (:mod:`.otlp`)
 and a standard-library OTLP exporter (:mod:`.exporter`, imported on first use: it loads ssl and
 http.client)."""
 
@@ -8,8 +9,9 @@ import importlib
 from typing import Any
 
 from .otlp import DEFAULT_SERVICE_NAME, TraceBundle, encode_request, export_request
-from .recorder import (REDACTED, RunHandle, SpanHandle, TraceRecorder, is_sampled, is_secret_key, new_span_id,
-                       new_trace_id, redact, rejection_threshold)
+from .recorder import (RunHandle, SpanHandle, TraceRecorder, is_sampled, new_span_id,
+                       new_trace_id, rejection_threshold)
+from .redaction import REDACTED, is_secret_key, redact
 
 _LAZY = {"ExportResult": ".exporter", "OtlpHttpExporter": ".exporter"}
 

@@ -22,7 +22,7 @@ Guarantees:
 - Head sampling: a run is recorded iff ``is_sampled(trace_id, sample_rate)``, a pure function
   of the trace id (the OpenTelemetry consistent-probability rule), so every process decides the
   same way for the same trace. An unsampled run writes nothing; its handles are no-ops.
-- Span and event attrs pass through ``redact`` before they are stored: secret-looking keys at
+- Span and event attrs pass through ``redaction.redact`` before they are stored: secret-looking keys at
   any depth have their values replaced by ``REDACTED``.
 - Storage errors propagate (tracing never fails silently).
 """
@@ -39,28 +39,13 @@ from typing import Any
 from ..errors import UsageError
 from ..models import AgentSession, HarnessTrace, SpanKind, TraceEvent, TraceOutcome, TraceSpan, normalize_timestamp, utc_now
 from ..storage import StorageAdapter
-
-REDACTED = "[REDACTED]"
+from .redaction import redact
 
 _RANDOMNESS_BITS = 56
 _RANDOMNESS_MASK = (1 << _RANDOMNESS_BITS) - 1
 
-# Substrings of the normalised key (lowercase, separators removed) that always mark a secret.
-_SECRET_SUBSTRINGS = (
-    "password", "passwd", "passphrase", "secret", "apikey", "authorization", "credential",
-    "privatekey", "accesskey", "cookie", "signature",
-)
-# Whole words that mark a secret; "token" only when no count word says it is a token count
-# (``max_tokens``, ``token_count`` and ``prompt_tokens`` are LLM usage, not secrets).
-_SECRET_WORDS = frozenset({"token", "auth", "pwd", "bearer", "jwt", "otp"})
-_COUNT_WORDS = frozenset({
-    "count", "counts", "limit", "limits", "usage", "budget", "max", "min", "total", "num",
-    "estimate", "estimated", "type", "kind",
-})
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
-_CREDENTIAL_VALUE = re.compile(r"^\s*(bearer|basic)\s+\S+", re.IGNORECASE)
 
 
 def new_trace_id() -> str:
@@ -103,39 +88,6 @@ def is_sampled(trace_id: str, sample_rate: float) -> bool:
     if not _HEX.fullmatch(trace_id):
         raise UsageError(f"trace id {trace_id!r} is not hexadecimal", hint="trace ids are 32 lowercase hex digits")
     return (int(trace_id, 16) & _RANDOMNESS_MASK) >= threshold
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether an attribute key names a secret (case-insensitive, any separator style).
-
-    ``password``, ``db_password``, ``clientSecret``, ``x-api-key``, ``Authorization``,
-    ``access_token`` and ``aws_credentials`` are secrets; ``max_tokens``, ``token_count``
-    and ``prompt_tokens`` are not.
-    """
-    words = [w.lower() for w in _WORD.findall(key)]
-    joined = "".join(words)
-    if any(part in joined for part in _SECRET_SUBSTRINGS):
-        return True
-    hits = _SECRET_WORDS.intersection(words)
-    if hits == {"token"} and _COUNT_WORDS.intersection(words):
-        return False
-    return bool(hits)
-
-
-def redact(value: Any) -> Any:
-    """A copy of ``value`` with secrets replaced by ``REDACTED``, at any depth.
-
-    Dict values under secret keys (see ``is_secret_key``) and strings that carry an HTTP
-    credential (``Bearer ...``, ``Basic ...``) are replaced; lists, tuples and dicts are
-    walked. The input is never modified.
-    """
-    if isinstance(value, Mapping):
-        return {k: REDACTED if is_secret_key(str(k)) else redact(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact(item) for item in value]
-    if isinstance(value, str) and _CREDENTIAL_VALUE.match(value):
-        return REDACTED
-    return value
 
 
 def _later(start: str, end: str) -> str:
