@@ -41,7 +41,7 @@ def atomic_output(target: Path, *, force: bool) -> Iterator[tuple[Path, BinaryIO
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
     except OSError as exc:
         raise SteerableError(f"cannot write {target}: {exc.strerror}", path=str(target),
-                             hint="check that the output directory exists and is writable") from None
+                             hint="check that the output directory exists and is writable") from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             yield tmp, fh
@@ -52,7 +52,7 @@ def atomic_output(target: Path, *, force: bool) -> Iterator[tuple[Path, BinaryIO
         if exc.errno not in WRITE_ERRNOS:
             raise
         raise SteerableError(f"cannot write {target}: {exc.strerror}; nothing was published", path=str(target),
-                             hint="free space where the output goes, or write it elsewhere") from None
+                             hint="free space where the output goes, or write it elsewhere") from exc
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)

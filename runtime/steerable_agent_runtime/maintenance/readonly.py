@@ -112,7 +112,7 @@ def read_store(path: str | os.PathLike[str], job: Callable[[ReadOnlyConnection],
             try:
                 result = job(conn)
             except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # the latter: a garbled error message
-                raise DatabaseDamagedError(f"{path}: SQLite cannot read part of it: {exc}", path=str(path)) from None
+                raise DatabaseDamagedError(f"{path}: SQLite cannot read part of it: {exc}", path=str(path)) from exc
             if not conn.overtaken():
                 return result
     raise AssertionError("unreachable: a private copy is never overtaken")  # pragma: no cover
@@ -185,7 +185,7 @@ def _try_shared(source: Path) -> ReadOnlyConnection | None:
     except sqlite3.OperationalError:
         return None
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-        raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from None
+        raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from exc
     return conn
 
 
@@ -240,7 +240,7 @@ def _adopt(conn: ReadOnlyConnection, source: Path, allow_newer_schema: bool) -> 
         conn.application_id = conn.execute("PRAGMA application_id").fetchone()[0]
         tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-        raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from None
+        raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from exc
     if not tables and (fingerprint(sibling_path(source, "-wal")) or (0, 0))[1] > 0:
         raise DatabaseDamagedError(
             f"{source}: the db file holds no tables and SQLite cannot use its -wal (damaged WAL header)",

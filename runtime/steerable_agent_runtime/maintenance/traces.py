@@ -101,7 +101,7 @@ def _load(model: type[M], table: str, ok: Checker, row: tuple[Any, ...]) -> M:
     except ValidationError as exc:
         raise DatabaseDamagedError(f"{table} {key!r}: stored row does not parse: {exc.errors()[0]['msg']}",
                                    table=table, key=key,
-                                   hint="run `steerable-maint check DB` to list the damage") from None
+                                   hint="run `steerable-maint check DB` to list the damage") from exc
 
 
 def _select_traces(conn: sqlite3.Connection, session_id: str | None, chat_id: str | None,
@@ -191,7 +191,7 @@ def _send(bundles: list[TraceBundle], exporter: OtlpHttpExporter, service_name: 
             results.append(exporter.export(export_request(group, service_name=service_name)))
         except ExportError as exc:
             raise ExportError(f"{exc.message} ({len(results)} of {len(groups)} requests accepted before)",
-                              hint=exc.hint, **exc.extra) from None
+                              hint=exc.hint, **exc.extra) from exc
         progress("export", done, len(groups))
     return results
 

@@ -48,7 +48,7 @@ def matching_chats(conn: sqlite3.Connection, query: str, limit: int, *, fts: boo
         except sqlite3.OperationalError as exc:
             if kind(exc) != "statement":  # damage, I/O, a lock: the caller maps it
                 raise
-            raise UsageError(f"search query rejected: {exc}", hint=QUOTE_HINT) from None
+            raise UsageError(f"search query rejected: {exc}", hint=QUOTE_HINT) from exc
     return "like", _first_chats(conn.execute(_LIKE_SQL, (like_pattern(query),)), limit)
 
 

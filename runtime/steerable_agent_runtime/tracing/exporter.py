@@ -259,7 +259,7 @@ class OtlpHttpExporter:
             response = conn.getresponse()
             payload = response.read(_MAX_BODY)
         except ssl.SSLCertVerificationError as exc:
-            raise ExportError(f"{self.url}: TLS certificate rejected: {exc}", endpoint=self.url) from None
+            raise ExportError(f"{self.url}: TLS certificate rejected: {exc}", endpoint=self.url) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise _Retryable(f"connection failed: {type(exc).__name__}: {exc}") from None
         finally:

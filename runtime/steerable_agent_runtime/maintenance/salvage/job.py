@@ -152,7 +152,7 @@ def salvage(path: str | os.PathLike[str], out: str | os.PathLike[str], *, rebuil
         raise SteerableError(f"salvage cannot write its work files: {getattr(exc, 'strerror', None) or exc};"
                              " nothing was published", path=str(source),
                              hint="free space in the temp directory (or point TMPDIR elsewhere) and where the"
-                                  " output goes") from None
+                                  " output goes") from exc
 
 
 def _disk_trouble(exc: BaseException) -> bool:
@@ -239,7 +239,7 @@ def _check_source(path: Path) -> Path:
             pass  # no -wal
         except OSError as exc:
             raise NotAStoreError(f"{name}: cannot read: {exc.strerror}", path=str(path),
-                                 hint="run as the user that owns the file, or copy it somewhere readable") from None
+                                 hint="run as the user that owns the file, or copy it somewhere readable") from exc
     return path
 
 
