@@ -165,10 +165,10 @@ def roll_back(db: Path) -> bool:
     try:
         intent = json.loads(marker.read_text(encoding="utf-8"))
         backup, present = Path(intent["backup"]), list(intent["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DatabaseDamagedError(f"{marker}: an interrupted repair's marker is unreadable", path=str(db),
                                    hint="restore the files from the newest <name>.repair-* folder beside the"
-                                        " store by hand, then delete the marker") from None
+                                        " store by hand, then delete the marker") from exc
     for suffix in SUFFIXES:
         live = sibling_path(db, suffix)
         if suffix in present:

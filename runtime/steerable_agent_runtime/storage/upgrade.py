@@ -62,7 +62,7 @@ def upgrade_store(conn: sqlite3.Connection, version: int, path: str | Path,
         raise DatabaseDamagedError(
             f"{path}: SQLite reports damage while upgrading schema {version} -> {SCHEMA_VERSION}: {exc}",
             path=str(path), hint="nothing was changed; run `steerable-maint repair DB` (or salvage --rebuild)"
-        ) from None
+        ) from exc
     except BaseException:
         conn.execute("ROLLBACK")
         raise
