@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from steerable_agent_runtime.errors import SteerableError
 from steerable_agent_runtime.maintenance.check import tablescan
 from steerable_agent_runtime.maintenance.check import check
+from steerable_agent_runtime.maintenance.workers import Chunking
 from tests.damage import DAMAGES, WAL_DAMAGES, build_store, copy_store
 
 from .conftest import CASES, FIXTURES, snapshot
@@ -24,7 +25,7 @@ from .conftest import CASES, FIXTURES, snapshot
 
 def _both(db: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object, int]:
     """(one-process report or error, worker report or error, ranges the workers scanned)."""
-    monkeypatch.setattr(tablescan, "MIN_ROWS_PER_WORKER", 10**12)
+    monkeypatch.setattr(tablescan, "CHUNKING", Chunking(min_rows_per_worker=10**12, chunk_rows=25_000))
     one = _run(db)
     ranges: list[int] = []
     real = tablescan.ParallelScan.results
@@ -33,8 +34,7 @@ def _both(db: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object, in
         ranges.append(len(self.tasks))
         return real(self, progress)
 
-    monkeypatch.setattr(tablescan, "MIN_ROWS_PER_WORKER", 1)
-    monkeypatch.setattr(tablescan, "CHUNK_ROWS", 3)
+    monkeypatch.setattr(tablescan, "CHUNKING", Chunking(min_rows_per_worker=1, chunk_rows=3))
     monkeypatch.setattr(tablescan, "fork_workers", lambda rows, _min: 2 if threading.active_count() == 1 else 1)
     monkeypatch.setattr(tablescan.ParallelScan, "results", counted)
     many = _run(db)

@@ -15,6 +15,7 @@ import pytest
 from steerable_agent_runtime.errors import NotAStoreError, OutputExistsError, StoreAlreadyOwnedError
 from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.salvage import salvage
+from steerable_agent_runtime.maintenance.workers import Chunking
 from steerable_agent_runtime.storage.lease import WriteLease
 from steerable_agent_runtime.storage.sqlite import SqliteStorage
 from tests.damage import Original, build_store, copy_store, read_rows, zero_header, zero_page1
@@ -417,10 +418,9 @@ def test_parallel_export_writes_the_same_bytes_as_one_process(store, tmp_path: P
     from steerable_agent_runtime.maintenance.salvage import parallel as salvage_parallel
 
     db, rows = store
-    monkeypatch.setattr(salvage_parallel, "MIN_ROWS_PER_WORKER", 10**9)
+    monkeypatch.setattr(salvage_parallel, "CHUNKING", Chunking(min_rows_per_worker=10**9, chunk_rows=2_048))
     one = salvage(db, tmp_path / "one.jsonl")
-    monkeypatch.setattr(salvage_parallel, "MIN_ROWS_PER_WORKER", 10)
-    monkeypatch.setattr(salvage_parallel, "CHUNK_ROWS", 7)  # many chunks: more than the in-flight window
+    monkeypatch.setattr(salvage_parallel, "CHUNKING", Chunking(min_rows_per_worker=10, chunk_rows=7))  # many chunks: more than the in-flight window
     assert salvage_parallel.worker_count(len(rows)) > 1 or (os.cpu_count() or 1) == 1
     many = salvage(db, tmp_path / "many.jsonl")
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "many.jsonl").read_bytes()
@@ -439,8 +439,8 @@ def test_a_failing_export_worker_stops_the_others_and_salvage_falls_back(store, 
         real(conn, table, schema, fh, tally, progress, where, **kwargs)
 
     monkeypatch.setattr(salvage_parallel, "write_live", failing)  # forked workers inherit it
-    monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows: 2)
-    monkeypatch.setattr(salvage_parallel, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows, _chunking=None: 2)
+    monkeypatch.setattr(salvage_parallel, "CHUNKING", Chunking(min_rows_per_worker=50_000, chunk_rows=7))
     report = salvage(db, tmp_path / "out.jsonl")
     assert report.method == "page-reader" and report.damage["sqlite_read_failed"] == 1
     assert _winners(_lines(tmp_path / "out.jsonl")) == _originals(rows)
@@ -467,8 +467,8 @@ def test_a_failing_worker_behind_a_slow_one_is_still_a_read_error(store, tmp_pat
         real(conn, table, schema, fh, tally, progress, where, **kwargs)
 
     monkeypatch.setattr(salvage_parallel, "write_live", slow_then_failing)
-    monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows: 4)
-    monkeypatch.setattr(salvage_parallel, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows, _chunking=None: 4)
+    monkeypatch.setattr(salvage_parallel, "CHUNKING", Chunking(min_rows_per_worker=50_000, chunk_rows=7))
     report = salvage(db, tmp_path / "out.jsonl")
     assert report.method == "page-reader" and report.damage["sqlite_read_failed"] == 1
     assert _winners(_lines(tmp_path / "out.jsonl")) == _originals(rows)
@@ -488,8 +488,8 @@ def test_an_export_worker_that_dies_is_a_one_line_error_and_nothing_is_published
         real(conn, table, schema, fh, tally, progress, where, **kwargs)
 
     monkeypatch.setattr(salvage_parallel, "write_live", dying)
-    monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows: 2)
-    monkeypatch.setattr(salvage_parallel, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows, _chunking=None: 2)
+    monkeypatch.setattr(salvage_parallel, "CHUNKING", Chunking(min_rows_per_worker=50_000, chunk_rows=7))
     before = _digest(db.parent)
     with pytest.raises(SteerableError, match="worker process died") as err:
         salvage(db, tmp_path / "out.jsonl")

@@ -5,6 +5,8 @@ single-threaded process: forking copies one thread safely, and unlike ``spawn`` 
 re-import the caller's ``__main__`` (a script calling the job without a main guard). Where
 fork is missing, or the caller already runs threads, the job stays in-process (1 worker).
 A worker never uses a connection of the parent: each opens its own in its initializer.
+How a job splits its rows is a :class:`Chunking` value the job takes as a parameter (each
+job's module holds its measured default), not a module global the code reads.
 """
 
 from __future__ import annotations
@@ -13,8 +15,22 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from multiprocessing import get_all_start_methods, get_context
 from typing import Any
+
+
+@dataclass(frozen=True)
+class Chunking:
+    """How a job splits a static snapshot among forked workers: below ``min_rows_per_worker``
+    rows per worker it stays in-process; each task reads about ``chunk_rows`` rows."""
+
+    min_rows_per_worker: int
+    chunk_rows: int
+
+    def __post_init__(self) -> None:
+        if self.min_rows_per_worker < 1 or self.chunk_rows < 1:
+            raise ValueError(f"chunk sizes must be positive: {self}")
 
 
 def fork_workers(rows: int, min_rows_per_worker: int) -> int:

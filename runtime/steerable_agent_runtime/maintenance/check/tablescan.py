@@ -29,7 +29,7 @@ from typing import Any
 from ...storage.schema import TABLES
 from ...storage.dberrors import kind
 from ..codes import FindingLog
-from ..workers import fork_pool, fork_workers, rowid_ranges
+from ..workers import Chunking, fork_pool, fork_workers, rowid_ranges
 from ..readonly import lenient_text
 from .rows import RecordStats, scan_entities, scan_history
 
@@ -94,10 +94,9 @@ def _max_rowid(conn: sqlite3.Connection, table: str) -> int:
         return 0
 
 
-MIN_ROWS_PER_WORKER = 100_000
-"""Below this many rows per worker, the row pass runs in one process."""
-CHUNK_ROWS = 25_000
-"""Rows per task of a parallel scan."""
+CHUNKING = Chunking(min_rows_per_worker=100_000, chunk_rows=25_000)
+"""check's default: below 100,000 rows per worker the row pass runs in one process; 25,000
+rows per task of a parallel scan."""
 
 
 class ParallelScan:
@@ -128,18 +127,20 @@ class ParallelScan:
 
 @contextmanager
 def parallel_scan(conn: sqlite3.Connection, uri: str, static: bool, tables: list[str],
-                  max_per_code: int) -> Iterator[ParallelScan | None]:
+                  max_per_code: int, chunking: Chunking | None = None) -> Iterator[ParallelScan | None]:
     """Start scanning ``tables`` in worker processes (each opens ``uri``), or yield None when
     it should run in one process: the snapshot is not ``static``, the caller runs threads,
     the store is small, or SQLite cannot even read the tables' rowid bounds (the sequential
-    scan then reports why). Call it before starting any thread."""
+    scan then reports why). ``chunking``: how to split the rows (default CHUNKING). Call it
+    before starting any thread."""
+    chunking = chunking or CHUNKING
     spans = _spans(conn, tables) if static else None
-    workers = fork_workers(sum(rows for _lo, _hi, rows in spans.values()), MIN_ROWS_PER_WORKER) if spans else 1
+    workers = fork_workers(sum(rows for _lo, _hi, rows in spans.values()), chunking.min_rows_per_worker) if spans else 1
     if spans is None or workers == 1:
         yield None
         return
     tasks = [(table, lo, hi) for table in tables if spans[table][2]
-             for lo, hi in rowid_ranges(*spans[table], CHUNK_ROWS)]
+             for lo, hi in rowid_ranges(*spans[table], chunking.chunk_rows)]
     with fork_pool(workers, _start_worker, (uri, max_per_code)) as pool:
         futures: list[Future[TableScan] | None] = [pool.submit(_scan_range, task) for task in tasks]
         try:

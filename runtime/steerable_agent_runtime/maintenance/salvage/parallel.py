@@ -1,7 +1,7 @@
 """Export a sound store's live rows with several worker processes (the fast path, sped up).
 
 The store salvage reads is a static file nobody writes, so the rows of a big table can be
-split into rowid ranges of about CHUNK_ROWS rows, each read, validated and formatted by a
+split into rowid ranges of about ``CHUNKING.chunk_rows`` rows, each read, validated and formatted by a
 worker process. Each worker writes its rendered chunk straight into the output file, in
 turn (chunk ``i`` after chunk ``i - 1``: a shared counter under a lock), so the JSONL is
 byte-identical to a single-process export and every byte is written once: no part files,
@@ -29,36 +29,37 @@ from typing import Any, BinaryIO
 
 from ...errors import SteerableError
 from ...storage.checksum import register
-from ..workers import fork_pool, fork_workers, rowid_ranges
+from ..workers import Chunking, fork_pool, fork_workers, rowid_ranges
 from ..readonly import lenient_text
 from .output import Tally, merge_tally, write_live
 from .spool import Spool
 
-MIN_ROWS_PER_WORKER = 50_000
-"""Below this many live rows per worker, the export runs in-process."""
-CHUNK_ROWS = 2_048
-"""Rows per task: about 1.5 MB of JSONL for typical history rows (a worker holds one chunk).
+CHUNKING = Chunking(min_rows_per_worker=50_000, chunk_rows=2_048)
+"""salvage's export default: below 50,000 live rows per worker it runs in-process; 2,048 rows
+per task, about 1.5 MB of JSONL for typical history rows (a worker holds one chunk).
 Measured on 1M entries, 2 workers: 2,048 rows 5.9 s, 4,096 6.0 s, 8,192 6.4 s (smaller
 chunks leave less idle time waiting for a turn and at the end)."""
 
 
-def worker_count(rows: int) -> int:
+def worker_count(rows: int, chunking: Chunking | None = None) -> int:
     """How many processes to export ``rows`` live rows with (1: in-process; see maintenance.workers)."""
-    return fork_workers(rows, MIN_ROWS_PER_WORKER)
+    return fork_workers(rows, (chunking or CHUNKING).min_rows_per_worker)
 
 
-def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], None]) -> Tally:
+def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], None],
+                chunking: Chunking | None = None) -> Tally:
     """Write every live row of the attached store (``uri``: how workers open it) to ``fh``;
-    return the tally."""
+    return the tally. ``chunking``: how to split the rows (default CHUNKING)."""
+    chunking = chunking or CHUNKING
     spans = {table: spool.rowid_span(table) for table in spool.live_tables}
-    workers = worker_count(sum(count for _lo, _hi, count in spans.values()))
+    workers = worker_count(sum(count for _lo, _hi, count in spans.values()), chunking)
     tally: Tally = {}
     if workers == 1:
         for table in spool.live_tables:
             write_live(spool.conn, table, "src", fh, tally, progress, version=spool.version)
         return tally
     tasks = ((table, lo, hi) for table, (low, high, count) in spans.items() if count
-             for lo, hi in rowid_ranges(low, high, count, CHUNK_ROWS))
+             for lo, hi in rowid_ranges(low, high, count, chunking.chunk_rows))
     fh.flush()  # the workers write through the same open file, after what is already in it
     ctx = get_context("fork")
     turn = _Turn(ctx.Condition(), ctx.Value("q", 0, lock=False), ctx.Value("b", False, lock=False), os.getpid())
