@@ -50,6 +50,7 @@ from .dberrors import as_store_error
 from .lease import WriteLease, lock_path_for
 from .repairmark import refuse_interrupted_repair
 from .schema import APPLICATION_ID, SCHEMA_VERSION, create_schema
+from .txn import transaction
 
 SIBLING_SUFFIXES = ("-wal", "-shm", "-journal")
 """The files SQLite keeps beside a database, by suffix of the full name."""
@@ -477,21 +478,6 @@ def attach(conn: sqlite3.Connection, path: str | os.PathLike[str], alias: str, *
     check_markers(conn, alias, path)
     if not readonly:
         _pragmas(conn, alias, path, "FULL")
-
-
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction on an autocommit connection: ``BEGIN IMMEDIATE`` (the write lock
-    first, so a transaction never fails half-way for a lock), COMMIT on exit, ROLLBACK on any
-    exception (if a failed COMMIT has not ended it already); the exception propagates."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
 
 
 __all__ = [

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan
+from .txn import transaction
 
 APPLICATION_ID = 0x53544552  # "STER"
 SCHEMA_VERSION = 2
@@ -209,8 +210,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
 
     Idempotent. Runs inside one transaction on ``conn`` (autocommit connection expected).
     """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         for statement in _statements(DDL):
             conn.execute(statement)
         if fts5_available(conn):
@@ -218,10 +218,6 @@ def create_schema(conn: sqlite3.Connection) -> None:
                 conn.execute(statement)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def _statements(script: str) -> list[str]:

@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import DatabaseDamagedError
 from .checksum import identity_sql, legacy_crc, row_crc
 from .schema import SCHEMA_VERSION, TABLES
+from .txn import transaction
 
 log = logging.getLogger(__name__)
 
@@ -46,26 +47,21 @@ def upgrade_store(conn: sqlite3.Connection, version: int, path: str | Path,
     if version >= SCHEMA_VERSION:
         return 0
     conn.create_function("upgrade_crc", -1, _upgrade_crc, deterministic=True)
-    conn.execute("BEGIN IMMEDIATE")
     try:
-        tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                  if name in TABLES]
-        total = sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
-        log.info("%s: upgrading schema %d -> %d (%d rows)", path, version, SCHEMA_VERSION, total)
-        done = 0
-        for table in tables:
-            done = _rewrite(conn, table, done, total, progress)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
+        with transaction(conn):
+            tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                      if name in TABLES]
+            total = sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
+            log.info("%s: upgrading schema %d -> %d (%d rows)", path, version, SCHEMA_VERSION, total)
+            done = 0
+            for table in tables:
+                done = _rewrite(conn, table, done, total, progress)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except sqlite3.DatabaseError as exc:
-        conn.execute("ROLLBACK")
         raise DatabaseDamagedError(
             f"{path}: SQLite reports damage while upgrading schema {version} -> {SCHEMA_VERSION}: {exc}",
             path=str(path), hint="nothing was changed; run `steerable-maint repair DB` (or salvage --rebuild)"
         ) from exc
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     if progress is not None:
         progress(done, total)
     log.info("%s: schema upgraded to %d", path, SCHEMA_VERSION)

@@ -144,20 +144,26 @@ def _delete(conn: sqlite3.Connection) -> RowCounts:
     return counts
 
 
+class _Mismatch(Exception):
+    """A copied row differs from the destination's: the batch's copy is rolled back."""
+
+    def __init__(self, conflict: Conflict) -> None:
+        super().__init__(conflict)
+        self.conflict = conflict
+
+
 def move_batch(conn: sqlite3.Connection, chats: list[str]) -> BatchResult:
     """Move ``chats`` from ``main`` to ``dst``: copy + verify, commit, then delete. See module doc."""
     load_batch(conn, chats)
     expected = count_rows(conn)
-    conn.execute("BEGIN IMMEDIATE")
     try:
-        copied = _copy(conn)
-        conflict = _first_mismatch(conn)
-        conn.execute("ROLLBACK" if conflict else "COMMIT")
-    except BaseException:
-        rollback(conn)
-        raise
-    if conflict:
-        return BatchResult(conflict=conflict)
+        with transaction(conn):
+            copied = _copy(conn)
+            conflict = _first_mismatch(conn)
+            if conflict:
+                raise _Mismatch(conflict)  # rolls the copy back
+    except _Mismatch as found:
+        return BatchResult(conflict=found.conflict)
     _delete_verified(conn, expected)
     already = RowCounts(**{t: getattr(expected, t) - getattr(copied, t) for t in CHAT_TABLES})
     return BatchResult(moved=expected, already=already)
@@ -195,9 +201,3 @@ def drop_leftover_copies(conn: sqlite3.Connection, chats: list[str]) -> RowCount
                    f" JOIN dst.{table} d ON {_identical(table)} WHERE {_where(table, 's')})")
             setattr(counts, table, conn.execute(sql).rowcount)
     return counts
-
-
-def rollback(conn: sqlite3.Connection) -> None:
-    """Roll back if a transaction is still open (a failed COMMIT may have ended it already)."""
-    if conn.in_transaction:
-        conn.execute("ROLLBACK")
