@@ -298,7 +298,7 @@ def _fast_path() -> Iterator[None]:
         raise _FastPathFailed(str(exc)) from exc
 
 
-def _sqlite_check(pages: SqliteFile, spool: Spool, snapshot: _Snapshot) -> list[tuple[str, str]] | None:
+def _sqlite_check(pages: SqliteFile, spool: Spool, snapshot: Snapshot) -> list[tuple[str, str]] | None:
     """SQLite's own verdict on the snapshot (Spool.attach_readonly: [] sound and attached as
     ``src``, else the problems); None when SQLite is not asked: the header is lost, or the
     db file is empty (mode=ro never changes the copy's bytes, except that a 0-byte db makes
