@@ -38,6 +38,7 @@ from .request import Attempt
 from .spans import null_run
 from .toolbatch import Approver, ToolBatch, start_event, tool_message
 
+_DEFAULT_CONFIG = LoopConfig()  # frozen: one instance serves every loop created without a config
 _OUTCOME = {"completed": "ok", "failed": "error", "budget_exhausted": "budget_exhausted", "cancelled": "cancelled"}
 
 
@@ -82,7 +83,7 @@ class CoreLoop:
                  recorder: Any = None, approver: Approver | None = None) -> None:
         self.provider = provider
         self.tools = tools if tools is not None else ToolRouter()
-        self.config = config or LoopConfig()
+        self.config = config or _DEFAULT_CONFIG
         self.hooks = hooks or NoopHooks()
         self.storage = storage
         self.record_id = record_id

@@ -26,12 +26,6 @@ if TYPE_CHECKING:
 INTERRUPTED_ERROR = "interrupted; verify its side effects before relying on it (the run stopped while this call ran)"
 
 
-def _item(message: LLMMessage) -> dict[str, Any]:
-    # The instance itself: the storage dumps a sound one without validating it again (and
-    # takes the wire dict path for anything else), storing the same bytes as its to_wire().
-    return {"type": "item", "message": message}
-
-
 class RecordWriter:
     """Appends a transcript to the history record ``record_id`` of ``storage``, once per message.
 
@@ -70,13 +64,15 @@ class RecordWriter:
         """Append the messages after the flushed ones as item entries (one atomic call).
 
         Returns how many were appended. Storage errors propagate; ``flushed`` only moves once
-        the append returned, so a failed flush is retried whole by the next one.
+        the append returned, so a failed flush is retried whole by the next one. The items hold
+        the LLMMessage instances: a storage dumps a sound one without validating it again and
+        stores the same bytes as for its ``to_wire()`` (history.prepare_append).
         """
         pending = transcript[self.flushed:]
         if self.storage is None or not pending:
             self.flushed = len(transcript)
             return 0
-        await self.storage.append_history(self.record_id, [_item(m) for m in pending])
+        await self.storage.append_history(self.record_id, [{"type": "item", "message": m} for m in pending])
         self.flushed = len(transcript)
         return len(pending)
 

@@ -53,10 +53,14 @@ def dedup_key(call: ToolCall) -> Hashable:
     Arguments whose values are all str, int, bool or None (the common case) key as a tuple of
     (name, type, value) in name order, which is equal exactly when their canonical JSON is;
     anything else keys as the canonical JSON text (a str, never equal to a tuple)."""
-    arguments = call.arguments
-    if all(type(value) in _FLAT for value in arguments.values()):
-        return (call.name, *sorted((name, type(value), value) for name, value in arguments.items()))
-    return call.name + "\x00" + json.dumps(arguments, sort_keys=True, default=repr)
+    items = []
+    for name, value in call.arguments.items():  # a loop, not generators: this runs for every call
+        kind = type(value)
+        if kind not in _FLAT:
+            return call.name + "\x00" + json.dumps(call.arguments, sort_keys=True, default=repr)
+        items.append((name, kind, value))
+    items.sort()  # by name: names are unique, so the types are never compared
+    return (call.name, *items)
 
 
 def start_event(call: ToolCall) -> LoopEvent:
@@ -155,7 +159,12 @@ class ToolBatch:
         if key is not None and together:  # registered before running, so a twin in the same batch waits for it
             first = self.seen[key] = asyncio.get_running_loop().create_future()
         try:
-            result, ms, denied = await self._timed(call, ctx, run)
+            started = time.perf_counter()
+            if type(run) is NullRun:  # no recorder: no span to open
+                result, denied = await self._call(call, self.mode(call), ctx, NULL_SPAN)
+            else:
+                result, denied = await self._traced(call, ctx, run)
+            ms = (time.perf_counter() - started) * 1000.0
         except BaseException:
             if first is not None:
                 del self.seen[key]
@@ -167,16 +176,12 @@ class ToolBatch:
             self.seen[key] = result
         return result, ms, denied, False
 
-    async def _timed(self, call: ToolCall, ctx: LoopContext, run: Any) -> tuple[ToolResult, float, bool]:
-        started = time.perf_counter()
+    async def _traced(self, call: ToolCall, ctx: LoopContext, run: Any) -> tuple[ToolResult, bool]:
         mode = self.mode(call)
-        if type(run) is NullRun:  # no recorder: no span to open
-            result, denied = await self._call(call, mode, ctx, NULL_SPAN)
-        else:
-            async with run.tool(call.name, {"tool.call_id": call.id, "tool.mode": mode or "host"}) as span:
-                result, denied = await self._call(call, mode, ctx, span)
-                span.set_attrs({"tool.success": result.success, **({"tool.error": result.error} if result.error else {})})
-        return result, (time.perf_counter() - started) * 1000.0, denied
+        async with run.tool(call.name, {"tool.call_id": call.id, "tool.mode": mode or "host"}) as span:
+            result, denied = await self._call(call, mode, ctx, span)
+            span.set_attrs({"tool.success": result.success, **({"tool.error": result.error} if result.error else {})})
+        return result, denied
 
     async def _call(self, call: ToolCall, mode: str | None, ctx: LoopContext, span: Any) -> tuple[ToolResult, bool]:
         """Consent, the call, the post_tool_result hook: the result, and whether it is a denial."""

@@ -86,7 +86,8 @@ class StorageAdapter(Protocol):
     async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """Append entries to the record; atomic per call (all or none).
 
-        Entries are dicts without ``seq``; ``at`` is stamped when absent. Storage assigns
+        Entries are dicts without ``seq``; ``at`` is stamped when absent. An item's ``message``
+        may be an LLMMessage instance (stored exactly as its ``to_wire()``). Storage assigns
         contiguous seq from 1 per record and stamps ``v`` = RECORD_FORMAT_VERSION (an entry
         re-appended after a read is stamped anew). Returns the entries as stored.
         Raises HistorySeqConflictError when an entry carries a seq other than the next one
