@@ -8,8 +8,9 @@ provider costs next to nothing).
 
 - memory: CoreLoop with InMemoryStorage (events, hooks, context, the record) vs a bare loop that
   streams the provider, dispatches through the ToolRouter and builds the same transcript (no
-  record). Target <= 1.5x. Also against the bare loop plus the same ``append_history`` calls on
-  InMemoryStorage (the record's own cost taken out of the ratio).
+  record). Target <= 1.5x. Also, for context: CoreLoop without a storage against the bare loop
+  (the loop's mechanics alone), and CoreLoop with InMemoryStorage against the bare loop plus the
+  same ``append_history`` calls (the record's own cost taken out of the ratio).
 - sqlite: CoreLoop with SqliteStorage vs the bare loop plus ``append_history`` of the same entries
   in the same calls (what the loop's flushes write: a fresh store each, synchronous=FULL). Target
   <= 1.3x.
@@ -62,14 +63,16 @@ def script(rounds: int, turn: int) -> list[ScriptedResponse]:
 
 
 async def loop_turns(storage_factory, router, turns: int, rounds: int, clock=time.process_time) -> float:
-    storage = storage_factory()
+    """CoreLoop turns; ``storage_factory`` None: a loop without a record."""
+    storage = storage_factory() if storage_factory else None
     started = clock()
     for turn in range(turns):
         loop = CoreLoop(ScriptedProvider(script(rounds, turn), record_messages=False), router, storage=storage)
         async for _ in loop.run([USER], chat_id=f"chat{turn}"):
             pass
     elapsed = clock() - started
-    await storage.close()
+    if storage is not None:
+        await storage.close()
     return elapsed
 
 
@@ -120,11 +123,12 @@ def sqlite_factory(workdir: Path):
 def measure(args: argparse.Namespace) -> dict:
     router = make_router()
     workdir = Path(tempfile.mkdtemp(prefix="loop-bench-"))
-    samples: dict[str, list[float]] = {k: [] for k in ("loop_memory", "bare", "bare_memory", "loop_sqlite",
-                                                      "bare_sqlite")}
+    samples: dict[str, list[float]] = {k: [] for k in ("loop_memory", "loop_none", "bare", "bare_memory",
+                                                      "loop_sqlite", "bare_sqlite")}
     try:
         for _ in range(args.repeats):
             samples["loop_memory"].append(asyncio.run(loop_turns(InMemoryStorage, router, args.turns, args.rounds)))
+            samples["loop_none"].append(asyncio.run(loop_turns(None, router, args.turns, args.rounds)))
             samples["bare"].append(asyncio.run(bare_turns(None, router, args.turns, args.rounds)))
             samples["bare_memory"].append(asyncio.run(bare_turns(InMemoryStorage, router, args.turns, args.rounds)))
             samples["loop_sqlite"].append(asyncio.run(loop_turns(sqlite_factory(workdir), router, args.sqlite_turns,
@@ -138,6 +142,8 @@ def measure(args: argparse.Namespace) -> dict:
     return {
         "memory": {"ours_us_per_round": per_round["loop_memory"] * 1e6, "baseline_us_per_round": per_round["bare"] * 1e6,
                    "ratio": per_round["loop_memory"] / per_round["bare"], "target": 1.5},
+        "no_storage": {"ours_us_per_round": per_round["loop_none"] * 1e6, "baseline_us_per_round": per_round["bare"] * 1e6,
+                       "ratio": per_round["loop_none"] / per_round["bare"], "target": None},
         "memory_vs_appends": {"ours_us_per_round": per_round["loop_memory"] * 1e6,
                               "baseline_us_per_round": per_round["bare_memory"] * 1e6,
                               "ratio": per_round["loop_memory"] / per_round["bare_memory"], "target": None},
@@ -159,6 +165,7 @@ def main() -> None:
     result = measure(args)
     print(f"{'figure':<44} {'ours':>14} {'baseline':>14} {'ratio':>7} {'target':>8} {'met':>4}")
     for key, label in (("memory", "loop round, InMemoryStorage vs bare loop"),
+                       ("no_storage", "loop round, no storage vs bare loop"),
                        ("memory_vs_appends", "loop round, InMemoryStorage vs bare + appends"),
                        ("sqlite", "loop round, SqliteStorage vs bare + appends")):
         row = result[key]
