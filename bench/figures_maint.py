@@ -26,11 +26,11 @@ from steerable_agent_runtime.storage.checksum import row_crc
 from harness import (Row, Settings, copy_store, fmt_bytes, fmt_rate, fmt_seconds, interleave, median, profiled,
                      remove_store, timed, verdict)
 
-CHECK_QUICK_TARGET = 1.5
-CHECK_ROWS_TARGET = 150_000
+CHECK_QUICK_TARGET = 1.2
+CHECK_ROWS_TARGET = 250_000
 COMPACT_TARGET = 1.3
 ARCHIVE_TARGET = 2.0
-SALVAGE_TARGET = 1.0
+SALVAGE_TARGET = 0.5
 RSS_TARGET = 1.25
 OLDER_THAN = make_store.BASE_TIME - make_store.CUTOFF  # with now=BASE_TIME: cutoff = CUTOFF
 

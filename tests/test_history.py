@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given
@@ -165,3 +166,25 @@ def test_plain_items_are_stored_exactly_as_the_model_would_dump_them(role, conte
     model = parse_entry({**entry, "v": RECORD_FORMAT_VERSION, "seq": seq})
     assert prepared.data == model.model_dump_json(by_alias=True, exclude_none=True)
     assert prepared.as_dict() == model.to_wire() == json.loads(prepared.data)
+
+
+def _prepared_or_error(record_id, entry, seq):
+    try:
+        prepared = prepare_append(record_id, [entry], seq)
+    except Exception as exc:  # the same error either way: type and message
+        return type(exc), str(exc)
+    # an entry without a timestamp gets the call's clock: the same, once named
+    return [repr(tuple(p)).replace(p.at, "<now>") if not entry.get("at") else tuple(p) for p in prepared]
+
+
+_stampable = st.one_of(_entries, _plain, st.fixed_dictionaries(
+    {"type": st.just("item"), "message": st.fixed_dictionaries({"role": st.sampled_from(["user", "tool", "x"]),
+                                                                "content": st.one_of(st.text(), st.none())})},
+    optional={"at": _near_timestamps, "v": _values, "seq": st.just(7)}))
+
+
+@given(_stampable)
+def test_prepare_append_decides_plain_items_on_the_entry_as_on_its_stamped_copy(entry):
+    # A Mapping that is not a dict is stamped first and then tested with is_plain_item: the
+    # dict fast path must store exactly the same bytes, or raise the same error.
+    assert _prepared_or_error("r", entry, 7) == _prepared_or_error("r", MappingProxyType(entry), 7)

@@ -265,26 +265,34 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
                 seq += 1
                 continue
             entry = {**entry, "message": _message_wire(message, record_id, seq)}
+        msg = entry.get("message")
+        # is_plain_item of the stamped entry, decided on the entry itself (no copy): stamping
+        # adds exactly the keys v, seq and at that it lacks, so the stamped entry has exactly
+        # the five keys when the entry has type and message besides those.
+        if (type(entry) is dict and type(msg) is dict and len(msg) == 2 and entry.get("type") == "item"
+                and len(entry) == 2 + ("v" in entry) + ("seq" in entry) + ("at" in entry)):
+            at, role, content = entry.get("at") or now, msg.get("role"), msg.get("content")
+            plain = role in CHAT_ROLES and type(content) is str and is_stored_timestamp(at)
+        else:
+            plain = False
+        if plain:
+            prepared.append(_plain_entry(record_id, seq, at, role, content))
+            seq += 1
+            continue
         stamped = dict(entry)  # v and seq are stamped over whatever the entry says (checked above)
         stamped.update(v=RECORD_FORMAT_VERSION, seq=seq)
         stamped["at"] = stamped.get("at") or now
-        if is_plain_item(stamped):
-            msg, at = stamped["message"], stamped["at"]
-            role, content = msg["role"], msg["content"]
-            wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at,
-                    "message": {"role": role, "content": content}}
-            # role is one of CHAT_ROLES and at is in stored form: neither needs escaping
-            data = (f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":{seq},"at":"{at}",'
-                    f'"message":{{"role":"{role}","content":{_json_string(content)}}}}}')
-            if not data.isascii() and not _encodable(data):
-                raise _not_unicode(record_id, seq)
-        else:
-            model = _validate_current(stamped, record_id, RECORD_FORMAT_VERSION)
-            try:
-                data = model.model_dump_json(by_alias=True, exclude_none=True)
-            except PydanticSerializationError:  # a str holding a lone surrogate
-                raise _not_unicode(record_id, seq) from None
-            wire = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if is_plain_item(stamped):  # a Mapping that is not a dict
+            msg = stamped["message"]
+            prepared.append(_plain_entry(record_id, seq, stamped["at"], msg["role"], msg["content"]))
+            seq += 1
+            continue
+        model = _validate_current(stamped, record_id, RECORD_FORMAT_VERSION)
+        try:
+            data = model.model_dump_json(by_alias=True, exclude_none=True)
+        except PydanticSerializationError:  # a str holding a lone surrogate
+            raise _not_unicode(record_id, seq) from None
+        wire = model.model_dump(mode="json", by_alias=True, exclude_none=True)
         prepared.append(PreparedEntry(seq, RECORD_FORMAT_VERSION, wire["type"], wire["at"], data, wire))
         seq += 1
     return prepared
@@ -359,6 +367,21 @@ def _message_wire(message: LLMMessage, record_id: str, seq: int) -> dict[str, An
 
 _json_string = encode_basestring
 """A str as a JSON string with its text kept as is, as pydantic's model_dump_json writes it."""
+
+_prepared = PreparedEntry._make  # from a tuple, without the NamedTuple's Python-level __new__
+
+
+def _plain_entry(record_id: str, seq: int, at: str, role: str, content: str) -> PreparedEntry:
+    """The PreparedEntry of a plain item (is_plain_item holds for it once stamped)."""
+    # role is one of CHAT_ROLES and at is in stored form: neither needs escaping
+    data = (f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":{seq},"at":"{at}",'
+            f'"message":{{"role":"{role}","content":{_json_string(content)}}}}}')
+    if not data.isascii() and not _encodable(data):
+        raise _not_unicode(record_id, seq)
+    wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at,
+            "message": {"role": role, "content": content}}
+    return _prepared((seq, RECORD_FORMAT_VERSION, "item", at, data, wire))
+
 
 
 def _encodable(text: str) -> bool:

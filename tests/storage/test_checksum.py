@@ -101,3 +101,13 @@ def test_check_reports_a_changed_key_column_as_a_checksum_mismatch(tmp_path, sql
     mismatches = [f for f in report.findings if f.code == "row-checksum-mismatch"]
     assert [f.table for f in mismatches] == [table]
     assert report.has_errors and report.schema_version == SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("record_id", ["chat-1", "wörld ✓", "x" * 300, ""])
+def test_record_crc_is_row_crc_of_history_with_the_record_id_hashed_once(record_id):
+    from steerable_agent_runtime.storage.checksum import record_crc
+    crc = record_crc(record_id)
+    for seq in (1, 9, 10, 2**62):
+        for data in ("{}", '{"text":"ü ✓"}', b'{"raw":1}'):
+            assert crc(seq, data) == row_crc("history", (record_id, seq), data)
+    assert crc(3, "{}") != crc(4, "{}")

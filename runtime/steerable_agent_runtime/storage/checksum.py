@@ -85,6 +85,23 @@ def row_crc(table: str, key_values: Sequence[Any], data: str | bytes) -> int:
     return _crc32(data, _crc32(identity_bytes(key_values)))
 
 
+def record_crc(record_id: Any) -> Callable[[int, str | bytes], int]:
+    """``row_crc("history", (record_id, seq), data)`` as a function of ``(seq, data)`` for
+    one record: the record id's part of the identity is encoded and hashed once (the append
+    path checksums a batch of one record)."""
+    start = _crc32(identity_bytes((record_id,)))
+
+    def crc(seq: int, data: str | bytes) -> int:
+        if type(seq) is not int:
+            return row_crc("history", (record_id, seq), data)
+        if type(data) is str:
+            data = data.encode("utf-8", "surrogatepass")
+        raw = b"%d" % seq
+        return _crc32(data, _crc32(b"i%d:%s" % (len(raw), raw), start))
+
+    return crc
+
+
 def legacy_crc(data: str | bytes) -> int:
     """The checksum of schema version 1: CRC-32 of the ``data`` bytes alone."""
     if isinstance(data, str):
