@@ -84,3 +84,29 @@ def test_ranking_is_bounded_to_the_newest_candidates(tmp_path):
     bounded = [s.session_id for s in run(store.search_sessions("fig", candidates=3))]
     assert bounded == ["s-new"]  # only the 3 newest matches are ranked
     run(store.close())
+
+
+def test_ranked_chats_equal_the_sql_join_they_replace(tmp_path):
+    # matching_chats sorts the candidates and looks their chats up in Python, only until
+    # `limit` chats: the same chats in the same order as the one SQL statement ranking all.
+    import random
+
+    from steerable_agent_runtime.storage.search import _FTS_SQL, _first_chats, matching_chats
+    rng = random.Random(7)
+    words = ["kiwi", "apple", "plum", "fig", "pear", "lime", "date", "yuzu"]
+    store = SqliteStorage(tmp_path / "s.db")
+    for i in range(400):
+        text = " ".join(rng.choice(words[:rng.randint(1, len(words))]) for _ in range(rng.randint(1, 12)))
+        run(store.append_message(message(f"m{i}", chat=f"c{rng.randint(0, 60)}", content=text, minute=i)))
+    for i in range(0, 60, 2):  # chats with 0 to 3 sessions, created out of id order
+        for k in range(i % 4):
+            run(store.upsert_session(session(f"s{i}-{k}", chat=f"c{i}", minute=10 - k)))
+    store.conn.execute("DELETE FROM messages WHERE rowid % 37 = 0")  # the triggers keep FTS in step
+    for query in ["kiwi", "yuzu", "plum fig", "apple OR date", "lime NOT kiwi", "nomatch"]:
+        for limit in (0, 1, 3, 20, 100):
+            for candidates in (5, 50, 500):
+                expected = _first_chats(store.conn.execute(_FTS_SQL, (query, candidates)), limit)
+                assert matching_chats(store.conn, query, limit, fts=True, candidates=candidates) == ("fts5", expected)
+        sessions = [s for chat in expected for s in run(store.list_sessions(chat_id=chat))]
+        assert run(store.search_sessions(query, limit=100, candidates=500)) == sessions
+    store.close_sync()

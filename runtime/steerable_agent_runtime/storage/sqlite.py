@@ -280,10 +280,17 @@ class SqliteStorage:
         """
         with self._lock, self._damage_as_error():
             _, chats = matching_chats(self.conn, query, limit, fts=self.fts, candidates=candidates)
-        found: list[AgentSession] = []
-        for chat_id in chats:
-            found.extend(await self.list_sessions(chat_id=chat_id))
-        return found
+            if not chats:
+                return []
+            # One statement for every chat's sessions (list_sessions per chat was one each).
+            rows = self.conn.execute(
+                f"SELECT CAST(data AS BLOB), crc, rowid, {_IDENTITY_SQL['sessions']}, chat_id FROM sessions"
+                f" WHERE chat_id IN ({','.join('?' * len(chats))}) ORDER BY created_at, session_id", chats).fetchall()
+        per_chat: dict[Any, list[tuple[Any, ...]]] = {chat_id: [] for chat_id in chats}
+        for row in rows:
+            per_chat[row[-1]].append(row[:-1])
+        validate = AgentSession.model_validate_json
+        return [validate(_verified("sessions", row)) for chat_id in chats for row in per_chat[chat_id]]
 
 
 _IDENTITY_SQL = {table: identity_sql(table) for table in IDENTITY}
