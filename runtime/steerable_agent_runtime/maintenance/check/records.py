@@ -65,15 +65,17 @@ def _report_record(record_id: str, seqs: list[int], log: FindingLog) -> None:
 def stats_from_columns(conn: Any, log: FindingLog) -> RecordStats:
     """Quick mode: record versions and unknown types from the ``v`` and ``type`` columns only.
 
-    One aggregate pass (no sort) answers the usual case, every entry current and of a known
-    type; only otherwise is the table read again to build the histogram and place the
-    legacy, newer and unknown entries.
+    One pass counting the unusual rows (no sort, one aggregate step per unusual row only)
+    answers the usual case, every entry current and of a known type: the count of rows then
+    comes from the primary-key index, as the report's row count does. Only otherwise is the
+    table read again to build the histogram and place the legacy, newer and unknown entries.
     """
     stats = RecordStats()
     known = ", ".join("?" * len(ENTRY_TYPES))
-    total, usual = conn.execute(f"SELECT count(*), total(v = ? AND type IN ({known})) FROM history",
-                                (RECORD_FORMAT_VERSION, *ENTRY_TYPES)).fetchone()
-    if total == usual:
+    unusual = conn.execute(f"SELECT count(*) FROM history WHERE (v = ? AND type IN ({known})) IS NOT 1",
+                           (RECORD_FORMAT_VERSION, *ENTRY_TYPES)).fetchone()[0]
+    if not unusual:
+        total = conn.execute("SELECT count(*) FROM history").fetchone()[0]
         if total:
             stats.versions[RECORD_FORMAT_VERSION] = total
         return stats
