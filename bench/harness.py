@@ -56,6 +56,8 @@ class Settings:
     queries: int = 100
     profile: bool = False
     recover_shell: str | None = None
+    repair_chats: int = 20
+    repair_entries: int = 200
 
     @property
     def scratch(self) -> Path:

@@ -45,6 +45,7 @@ FIGURES = {
     "archive": figures_maint.archive_rows,
     "salvage": figures_maint.salvage_rows,
     "rss": figures_maint.rss_rows,
+    "repair": figures_maint.repair_rows,
 }
 COLUMNS = ("figure", "ours", "baseline", "ratio", "target", "met")
 
@@ -66,6 +67,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     base.like_queries = args.like_queries if args.like_queries is not None else base.like_queries
     base.profile = args.profile
     base.recover_shell = args.recover_shell
+    if args.repair_store:
+        base.repair_chats, base.repair_entries = (int(n) for n in args.repair_store.lower().split("x"))
     return base
 
 
@@ -136,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heavy-reps", type=int, help="repetitions of check/compact/archive/salvage/rss")
     parser.add_argument("--like-queries", type=int, help="how many of the queries the LIKE baseline runs")
     parser.add_argument("--recover-shell", help="a sqlite3 shell with a working .recover")
+    parser.add_argument("--repair-store", help="CHATSxENTRIES of the repair figure's own store (default 20x200)")
     parser.add_argument("--profile", action="store_true", help="cProfile the first run of ours: WORK/profile-*.txt")
     args = parser.parse_args(argv)
     only = [name.strip() for name in args.only.split(",")] if args.only else list(FIGURES)
