@@ -220,3 +220,148 @@ DAMAGES: dict[str, Callable[[Path, random.Random], None]] = {
 }
 WAL_DAMAGES = frozenset({"wal_header", "wal_checksum", "remove_shm"})
 """Damage classes that need the store's rows in the -wal (build with keep_open)."""
+
+
+# -- structural damage that breaks no checksum (issue 16 items 2 and 3) ------------------------
+# Crafted with tests/pagecraft.py on a closed store (no -wal content) unless noted. They are
+# kept out of DAMAGES (check's parallel test and the .recover benchmark corpus use that), and
+# used by the salvage property tests (tests/maintenance/test_salvage_props.py).
+
+
+def _entity_trees(db: Path) -> dict[str, list]:
+    from tests import pagecraft
+
+    tables = pagecraft.roots(db)
+    return {name: pagecraft.tree(db, tables[name]) for name in TABLES if name in tables}
+
+
+def _table_leaves(db: Path, rng: random.Random, cells: int = 2) -> list:
+    from tests import pagecraft
+
+    return [p for pages in _entity_trees(db).values() for p in pages
+            if p.kind == pagecraft.TABLE_LEAF and len(p.pointers) >= cells]
+
+
+def root_other_kind(db: Path, rng: random.Random) -> None:
+    """Overwrite an entity table's root with a page of another kind: an index page, or a
+    leaf of another table (copied from the same file)."""
+    from tests import pagecraft
+
+    tables = pagecraft.roots(db)
+    target = rng.choice([t for t in TABLES if t in tables])
+    donors = [root for name, root in tables.items() if name not in TABLES]  # indexes, full-text tables
+    donors += [p.pgno for name, pages in _entity_trees(db).items() if name != target for p in pages
+               if p.kind == pagecraft.TABLE_LEAF and p.pointers]
+    pagecraft.write_page(db, tables[target], pagecraft.read_page(db, rng.choice(donors)))
+
+
+def repeat_cell_pointer(db: Path, rng: random.Random) -> None:
+    """Make one cell pointer of a table leaf equal another (the row it reached is lost)."""
+    from tests import pagecraft
+
+    leaf = rng.choice(_table_leaves(db, rng))
+    pointers = list(leaf.pointers)
+    i, j = rng.sample(range(len(pointers)), 2)
+    pointers[j] = pointers[i]
+    pagecraft.set_pointers(db, leaf.pgno, pointers)
+
+
+def overlap_cell_pointer(db: Path, rng: random.Random) -> None:
+    """Point one cell pointer of a table leaf into the middle of another cell."""
+    from tests import pagecraft
+
+    leaf = rng.choice(_table_leaves(db, rng))
+    pointers = list(leaf.pointers)
+    i, j = rng.sample(range(len(pointers)), 2)
+    pointers[j] = min(pointers[i] + rng.randint(1, 8), pagecraft.page_size(db) - 1)
+    pagecraft.set_pointers(db, leaf.pgno, pointers)
+
+
+def _overflow_leaves(db: Path) -> list:
+    from tests import pagecraft
+
+    size = pagecraft.page_size(db)
+    found = []
+    for leaf in _table_leaves(db, random.Random(0), cells=1):
+        image = pagecraft.read_page(db, leaf.pgno)
+        for ptr in leaf.pointers:
+            cell = pagecraft.cell_bytes(image, ptr)
+            if pagecraft.read_varint(cell, 0)[0] > size - 35:
+                found.append((leaf, struct.unpack(">I", cell[-4:])[0]))
+    return found
+
+
+def share_overflow_chain(db: Path, rng: random.Random) -> None:
+    """Copy a leaf holding a row with an overflow chain over another leaf: the chain is
+    entered by two cells (and the overwritten leaf's rows are lost)."""
+    from tests import pagecraft
+
+    sources = _overflow_leaves(db)
+    if not sources:
+        return flip_bytes(db, rng)
+    leaf, _first = rng.choice(sources)
+    others = [p for p in _table_leaves(db, rng, cells=1) if p.pgno != leaf.pgno]
+    if others:
+        pagecraft.write_page(db, rng.choice(others).pgno, pagecraft.read_page(db, leaf.pgno))
+
+
+def cycle_overflow_chain(db: Path, rng: random.Random) -> None:
+    """Point an overflow page's "next" back at itself or at the chain's first page."""
+    from tests import pagecraft
+
+    sources = _overflow_leaves(db)
+    if not sources:
+        return flip_bytes(db, rng)
+    _leaf, first = rng.choice(sources)
+    chain, page = [first], first
+    while True:
+        nxt = struct.unpack(">I", pagecraft.read_page(db, page)[:4])[0]
+        if not nxt or nxt in chain or len(chain) > 1000:
+            break
+        chain.append(page := nxt)
+    at = rng.choice(chain)
+    image = bytearray(pagecraft.read_page(db, at))
+    struct.pack_into(">I", image, 0, rng.choice([at, first]))
+    pagecraft.write_page(db, at, bytes(image))
+
+
+def interior_cycle(db: Path, rng: random.Random) -> None:
+    """Point a child pointer of an interior table page at its own tree's root (or itself)."""
+    from tests import pagecraft
+
+    interiors = [(pages[0].pgno, p) for pages in _entity_trees(db).values() for p in pages
+                 if p.kind == pagecraft.TABLE_INTERIOR]
+    if not interiors:
+        return repeat_cell_pointer(db, rng)
+    root, page = rng.choice(interiors)
+    image = bytearray(pagecraft.read_page(db, page.pgno))
+    target = rng.choice([root, page.pgno])
+    if page.pointers and rng.random() < 0.5:
+        struct.pack_into(">I", image, rng.choice(page.pointers), target)
+    else:
+        struct.pack_into(">I", image, 8, target)
+    pagecraft.write_page(db, page.pgno, bytes(image))
+
+
+def wal_bad_frame_mid(db: Path, rng: random.Random) -> None:
+    """Flip a byte in the page of a -wal frame that a later commit frame follows (the
+    committed transactions after it are invisible to SQLite)."""
+    wal = f"{db}-wal"
+    ps = page_size_of(db)
+    raw = Path(wal).read_bytes()
+    step = 24 + ps
+    commits = [i for i in range((len(raw) - 32) // step) if struct.unpack_from(">I", raw, 32 + i * step + 4)[0]]
+    if len(commits) < 2:
+        return damage_wal_checksum(db, rng)
+    index = rng.randrange(0, commits[-1])
+    offset = 32 + index * step + 24 + rng.randrange(ps)
+    _patch(wal, offset, bytes([raw[offset] ^ rng.randint(1, 255)]))
+
+
+STRUCTURE_DAMAGES: dict[str, Callable[[Path, random.Random], None]] = {
+    "root_other_kind": root_other_kind, "repeat_cell_pointer": repeat_cell_pointer,
+    "overlap_cell_pointer": overlap_cell_pointer, "share_overflow_chain": share_overflow_chain,
+    "cycle_overflow_chain": cycle_overflow_chain, "interior_cycle": interior_cycle,
+    "wal_bad_frame_mid": wal_bad_frame_mid,
+}
+STRUCTURE_WAL_DAMAGES = frozenset({"wal_bad_frame_mid"})

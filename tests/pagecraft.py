@@ -118,3 +118,38 @@ def varint(value: int) -> bytes:
         out.append(0x80 | (value & 0x7F))
         value >>= 7
     return bytes(reversed(out))
+
+
+def cell_bytes(image: bytes, ptr: int, table_leaf: bool = True) -> bytes:
+    """The raw bytes of the cell at ``ptr`` of a leaf page (payload size, rowid, local part,
+    overflow pointer), by fileformat2's local-size rule for a page of len(image) usable bytes."""
+    size, pos = read_varint(image, ptr)
+    if table_leaf:
+        _rowid, pos = read_varint(image, pos)
+    usable = len(image)
+    max_local = usable - 35 if table_leaf else ((usable - 12) * 64 // 255) - 23
+    local = size
+    if size > max_local:
+        min_local = ((usable - 12) * 32 // 255) - 23
+        k = min_local + (size - min_local) % (usable - 4)
+        local = k if k <= max_local else min_local
+    return image[ptr:pos + local + (4 if local < size else 0)]
+
+
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = 0
+    for i in range(9):
+        byte = buf[pos + i]
+        if i == 8:
+            return (value << 8) | byte, pos + 9
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, pos + i + 1
+    raise AssertionError("unreachable")
+
+
+def with_rowid(cell: bytes, rowid: int) -> bytes:
+    """A table-leaf cell with its rowid replaced."""
+    size, pos = read_varint(cell, 0)
+    _old, rest = read_varint(cell, pos)
+    return cell[:pos] + varint(rowid) + cell[rest:]

@@ -4,13 +4,14 @@ Profiles (tests/conftest.py): ``ci`` runs by default (a few dozen cases, well un
 minute); ``soak`` runs thousands: ``pytest tests/maintenance/test_salvage_props.py
 --hypothesis-profile=soak`` (or HYPOTHESIS_PROFILE=soak).
 
-For every damage class in tests/damage.py it asserts: check never crashes (a report or a
+For every damage class in tests/damage.py (DAMAGES and STRUCTURE_DAMAGES) it asserts: check never crashes (a report or a
 SteerableError) and reports a checksum failure salvage found; salvage never raises; every copy it
 exports as verified is an original row by table, identity (key and place columns: the record
 an entry belongs to, the trace of a span) AND data bytes (no invented rows, none moved under
 another key: the checksum covers both; ``flip_key`` changes key columns on purpose); every
 original row whose page was not damaged is exported verified (rows short enough to live on
-one page: their leaf page is all that matters).
+one page: their leaf page is all that matters); and salvage never exits 0 while a row written
+is missing from its verified winners (no silent loss).
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ from steerable_agent_runtime.maintenance.salvage import salvage
 from steerable_agent_runtime.maintenance.salvage.rows import match_table, to_row
 from steerable_agent_runtime.sqlitefile.pages import SqliteFile
 from steerable_agent_runtime.storage.checksum import IDENTITY
-from tests.damage import DAMAGES, WAL_DAMAGES, build_store, copy_store
+from tests.damage import DAMAGES, STRUCTURE_DAMAGES, STRUCTURE_WAL_DAMAGES, WAL_DAMAGES, build_store, copy_store
+
+ALL_DAMAGES = {**DAMAGES, **STRUCTURE_DAMAGES}
+ALL_WAL_DAMAGES = WAL_DAMAGES | STRUCTURE_WAL_DAMAGES
 
 SHORT = 1000
 """Rows whose data is shorter than this are stored whole on their leaf page (4096-byte pages)."""
@@ -62,7 +66,7 @@ def _page_images(db: Path, wal: Path | None) -> set[bytes]:
 
 
 def _check_case(work: Path, damage: str, seed: int, chats: int, entries: int) -> None:
-    wal_case = damage in WAL_DAMAGES
+    wal_case = damage in ALL_WAL_DAMAGES
     rows, owner = build_store(work / "live.db", seed=seed, chats=chats, entries=entries, keep_open=wal_case)
     try:
         db = copy_store(work / "live.db", work / "case.db")
@@ -71,7 +75,7 @@ def _check_case(work: Path, damage: str, seed: int, chats: int, entries: int) ->
             owner.close_sync()
     wal = Path(f"{db}-wal") if Path(f"{db}-wal").exists() else None
     pristine = _leaf_pages(db, wal)
-    DAMAGES[damage](db, random.Random(seed))
+    ALL_DAMAGES[damage](db, random.Random(seed))
     wal = Path(f"{db}-wal") if Path(f"{db}-wal").exists() else None
     surviving = _page_images(db, wal)
 
@@ -88,6 +92,12 @@ def _check_case(work: Path, damage: str, seed: int, chats: int, entries: int) ->
             if len(r.data) < SHORT and pristine.get((r.table, r.data)) in surviving}
     assert must <= verified, f"{len(must - verified)} rows on undamaged pages not recovered ({damage})"
     assert report.rows_written == len(lines)
+    # No silent loss: exit 0 only when every row written is a verified winner of its key.
+    winners = {(r["table"], tuple(r["columns"][c] for c in IDENTITY[r["table"]]), r["data"].encode())
+               for r in lines if r["verified"] and r["committed"] and not r["superseded"]}
+    if report.exit_code == 0:
+        missing = originals - winners
+        assert not missing, f"salvage exited 0 with {len(missing)} rows missing ({damage}): {sorted(missing)[:2]}"
 
 
 def _check_reports_what_salvage_saw(db: Path, report) -> None:
@@ -101,7 +111,7 @@ def _check_reports_what_salvage_saw(db: Path, report) -> None:
         assert found.has_errors
 
 
-@given(damage=st.sampled_from(sorted(DAMAGES)), seed=st.integers(0, 2**31), chats=st.integers(1, 4),
+@given(damage=st.sampled_from(sorted(ALL_DAMAGES)), seed=st.integers(0, 2**31), chats=st.integers(1, 4),
        entries=st.integers(0, 40))
 def test_salvage_never_crashes_never_invents_and_recovers_undamaged_pages(damage: str, seed: int, chats: int,
                                                                            entries: int) -> None:
@@ -109,6 +119,6 @@ def test_salvage_never_crashes_never_invents_and_recovers_undamaged_pages(damage
         _check_case(Path(tmp), damage, seed, chats, entries)
 
 
-@pytest.mark.parametrize("damage", sorted(DAMAGES))
+@pytest.mark.parametrize("damage", sorted(ALL_DAMAGES))
 def test_every_damage_class_once(tmp_path: Path, damage: str) -> None:
     _check_case(tmp_path, damage, seed=1234, chats=3, entries=30)

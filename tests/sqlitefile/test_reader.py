@@ -192,7 +192,10 @@ def test_pointers_outside_the_file_and_overflow_cycles_are_counted(tmp_path: Pat
     truncated.write_bytes(bytes(raw[: len(raw) - 4096 * 3]))
     with SqliteFile(truncated) as db:
         cells = list(walk_tree(db, _roots(db)["t"]))
-        assert db.damage["overflow_chain_broken"] >= 1
+        # a chain that reaches itself is a page reached twice in one walk; one cut off by the
+        # truncation leaves the file
+        assert db.damage["overflow_page_shared"] >= 1
+        assert db.damage["overflow_chain_broken"] + db.damage["overflow_page_shared"] >= 2
         assert any(c.fields is None for c in cells)
 
 

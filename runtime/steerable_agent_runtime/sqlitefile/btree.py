@@ -5,7 +5,12 @@ pages, cells, overflow pages) and 2.6 (sqlite_schema).
 
 Guarantees:
 - Each page is visited at most once per walk (``SqliteFile.marks`` is the visited set),
-  so a cycle or a page shared by two trees ends the walk there and is counted.
+  so a cycle or a page shared by two trees ends the walk there and is counted; overflow
+  pages too (a chain entered by two cells, or by itself, is ``overflow_page_shared``).
+  Old page versions (WAL frames, replaced file images) are walked with a ChainLedger of
+  their own, so the work is linear in the size of the files (``SqliteFile.pages_read``).
+- Cells of one page must not repeat or overlap (``cell_pointer_repeated``,
+  ``cell_pointers_overlap``); a tree must hold pages of one kind (``btree_page_wrong_kind``).
 - A pointer outside the file, a page that is not what its parent says, a cell whose
   payload cannot be read: each is counted in ``SqliteFile.damage`` and skipped; the walk
   goes on with the rest.
@@ -15,13 +20,15 @@ Guarantees:
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from .record import decode_record, local_payload_size, read_varint
 from .pages import (
-    INDEX_INTERIOR, INDEX_LEAF, MARK_BTREE, MARK_FREE_LEAF, MARK_FREE_TRUNK, MARK_OVERFLOW, TABLE_LEAF, SqliteFile, cell_pointers, page_header,
+    INDEX_INTERIOR, INDEX_LEAF, MARK_BTREE, MARK_FREE_LEAF, MARK_FREE_OVERFLOW, MARK_FREE_TRUNK, MARK_OVERFLOW, TABLE_LEAF,
+    SqliteFile, cell_pointers, page_header,
 )
 
 
@@ -132,7 +139,29 @@ def _index_interior_cells(db: SqliteFile, page: bytes, pgno: int, head: Any) -> 
             yield cell
 
 
-def leaf_cells(db: SqliteFile, page: bytes, pgno: int, *, as_of: int | None = None) -> Iterator[Cell]:
+class ChainLedger:
+    """The page images the overflow chains of one walk over old page versions have read
+    (WAL frames that are not current, file images a frame replaced), keyed by
+    SqliteFile.locate, and where each chain started.
+
+    Several versions of a leaf legitimately share the overflow chain of a row they all
+    hold unchanged: a chain that starts at an image already read, for a cell with the same
+    payload size and local bytes, is that row again and is skipped (not re-read, not
+    damage); any other second entry into a read image is ``overflow_page_shared``. So each
+    image is read at most once per walk, whatever the file says.
+    """
+
+    def __init__(self) -> None:
+        self.read: set[int] = set()
+        self.starts: dict[int, tuple[int, int]] = {}
+
+
+_REPEAT = Cell(0, None, None)
+"""A cell a ChainLedger recognised as a copy already produced in this walk (skipped)."""
+
+
+def leaf_cells(db: SqliteFile, page: bytes, pgno: int, *, as_of: int | None = None,
+               ledger: ChainLedger | None = None) -> Iterator[Cell]:
     """Decode every cell of a leaf page image (table or index); damaged cells have fields None.
 
     Cells must not share bytes: a pointer that repeats another is counted once as
@@ -140,6 +169,8 @@ def leaf_cells(db: SqliteFile, page: bytes, pgno: int, *, as_of: int | None = No
     as ``cell_pointers_overlap`` (per page; each cell is still decoded where it can be).
     ``as_of`` (a WAL frame index): the image is that frame's, so overflow pages are read as
     they were then (the newest frame up to it, else the database file), not as they are now.
+    ``ledger``: the page is an old version, read in a walk of its own (see ChainLedger);
+    without one, overflow pages are the current ones and follow the marks (read_overflow).
     """
     head = page_header(page, db.header_offset(pgno), db.usable)
     if head is None or head.kind not in (TABLE_LEAF, INDEX_LEAF):
@@ -151,9 +182,11 @@ def leaf_cells(db: SqliteFile, page: bytes, pgno: int, *, as_of: int | None = No
     for ptr in pointers:
         if ptr is not None and ptr in seen:
             continue
-        cell = _leaf_cell(db, page, pgno, ptr, table, as_of) if ptr is not None else None
+        cell = _leaf_cell(db, page, pgno, ptr, table, as_of, ledger) if ptr is not None else None
         if ptr is not None:
             seen.add(ptr)
+        if cell is _REPEAT:
+            continue
         if cell is None or cell.fields is None:
             db.note("cell_undecodable", pgno)
             yield cell or Cell(pgno, None, None)
@@ -190,19 +223,27 @@ def _cell_end(page: bytes, ptr: int, table: bool, usable: int) -> int | None:
     return pos + local + (4 if local < size[0] else 0)
 
 
-def _leaf_cell(db: SqliteFile, page: bytes, pgno: int, ptr: int, table: bool, as_of: int | None = None) -> Cell | None:
+def _leaf_cell(db: SqliteFile, page: bytes, pgno: int, ptr: int, table: bool, as_of: int | None = None,
+               ledger: ChainLedger | None = None) -> Cell | None:
     size = read_varint(page, ptr)
     if size is None or size[0] < 0:
         return None
     rowid = read_varint(page, size[1]) if table else (None, size[1])
     if rowid is None:
         return None
-    payload = _payload(db, page, rowid[1], size[0], table, as_of)
+    payload = _payload(db, page, rowid[1], size[0], table, as_of, ledger)
+    if payload is _SKIP:
+        return _REPEAT
     return Cell(pgno, rowid[0], decode_record(payload) if payload is not None else None)
 
 
-def _payload(db: SqliteFile, page: bytes, start: int, total: int, table: bool, as_of: int | None) -> bytes | None:
-    """The whole payload of a cell: its local part, then its overflow chain."""
+_SKIP = b"\x00<repeat>"
+
+
+def _payload(db: SqliteFile, page: bytes, start: int, total: int, table: bool, as_of: int | None,
+             ledger: ChainLedger | None) -> bytes | None:
+    """The whole payload of a cell: its local part, then its overflow chain (_SKIP: a row
+    the ledger has seen in this walk)."""
     if total > db.page_count * db.usable:
         return None  # a damaged size: more bytes than the whole file holds (never buffer that)
     local = local_payload_size(total, db.usable, table_leaf=table)
@@ -212,24 +253,76 @@ def _payload(db: SqliteFile, page: bytes, start: int, total: int, table: bool, a
     if local == total:
         return head
     first = struct.unpack_from(">I", page, start + local)[0]
-    rest = read_overflow(db, first, total - local, as_of)
+    if ledger is not None:
+        rest = _ledger_chain(db, ledger, first, total - local, as_of, zlib.crc32(head))
+    else:
+        rest = read_overflow(db, first, total - local)
+    if rest is _SKIP:
+        return _SKIP
     return head + rest if rest is not None else None
 
 
 def read_overflow(db: SqliteFile, pgno: int, need: int, as_of: int | None = None) -> bytes | None:
-    """Follow an overflow chain for ``need`` bytes; None if it leaves the file, loops or ends short."""
+    """Follow an overflow chain for ``need`` bytes; None if it leaves the file, loops or ends short.
+
+    Without ``as_of`` (the current images, one walk with the tree walks): a page goes
+    through ``db.marks`` like any page, so it is read at most once per walk: a page that is
+    already a b-tree page, a freelist trunk or part of a chain (two cells sharing it, a
+    cycle) is counted as ``overflow_page_shared`` and not read again. A freelist leaf may
+    be entered once (a freed row's chain). With ``as_of``: the chain as it was then, in a
+    walk of its own (see leaf_cells' ``ledger``; this form re-reads nothing only per chain).
+    """
+    if as_of is not None:
+        return _ledger_chain(db, ChainLedger(), pgno, need, as_of, None)
     parts: list[bytes] = []
-    seen: set[int] = set()
     while need > 0:
-        if not db.valid_pgno(pgno) or pgno in seen:
-            db.note("overflow_chain_broken", pgno if db.valid_pgno(pgno) else None)
+        if not db.valid_pgno(pgno):
+            db.note("overflow_chain_broken")
             return None
-        seen.add(pgno)
-        page = db.page(pgno) if as_of is None else db.image_as_of(pgno, as_of)
+        mark = db.marks[pgno]
+        if mark not in (0, MARK_FREE_LEAF):
+            db.note("overflow_page_shared", pgno)
+            return None
+        db.marks[pgno] = MARK_OVERFLOW if mark == 0 else MARK_FREE_OVERFLOW
+        page = db.page(pgno)
         if page is None:
             db.note("overflow_chain_broken", pgno)
             return None
-        db.marks[pgno] = db.marks[pgno] or MARK_OVERFLOW
+        chunk = page[4:db.usable][:need]
+        parts.append(chunk)
+        need -= len(chunk)
+        pgno = struct.unpack_from(">I", page, 0)[0]
+    return b"".join(parts)
+
+
+def _ledger_chain(db: SqliteFile, ledger: ChainLedger, pgno: int, need: int, as_of: int | None,
+                  local_crc: int | None) -> bytes | None:
+    """read_overflow over old page versions: every image read at most once per ledger."""
+    if not db.valid_pgno(pgno):
+        db.note("overflow_chain_broken")
+        return None
+    first = db.locate(pgno, as_of)
+    if first in ledger.read:
+        if local_crc is not None and ledger.starts.get(first) == (need, local_crc):
+            return _SKIP
+        db.note("overflow_page_shared", pgno)
+        return None
+    if local_crc is not None:
+        ledger.starts[first] = (need, local_crc)
+    parts: list[bytes] = []
+    while need > 0:
+        if not db.valid_pgno(pgno):
+            db.note("overflow_chain_broken")
+            return None
+        key = db.locate(pgno, as_of)
+        if key in ledger.read:
+            db.note("overflow_page_shared", pgno)
+            return None
+        ledger.read.add(key)
+        page = db.image(key)
+        if page is None:
+            db.note("overflow_chain_broken", pgno)
+            return None
         chunk = page[4:db.usable][:need]
         parts.append(chunk)
         need -= len(chunk)

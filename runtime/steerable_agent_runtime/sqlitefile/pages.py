@@ -32,7 +32,8 @@ HEADER_SIZE = 100
 TABLE_LEAF, TABLE_INTERIOR, INDEX_LEAF, INDEX_INTERIOR = 13, 5, 10, 2
 BTREE_TYPES = (TABLE_LEAF, TABLE_INTERIOR, INDEX_LEAF, INDEX_INTERIOR)
 # marks: what the walk found each page to be (0: not reached).
-MARK_BTREE, MARK_OVERFLOW, MARK_FREE_TRUNK, MARK_FREE_LEAF = 1, 2, 3, 4
+MARK_BTREE, MARK_OVERFLOW, MARK_FREE_TRUNK, MARK_FREE_LEAF, MARK_FREE_OVERFLOW = 1, 2, 3, 4, 5
+"""MARK_FREE_OVERFLOW: a freelist leaf an overflow chain (of a freed row) ran through."""
 NOTED_PAGES = 100
 """At most this many page numbers are kept per damage code (the count is always exact)."""
 
@@ -193,6 +194,8 @@ class SqliteFile:
     def __init__(self, db_path: str | os.PathLike[str], wal_path: str | os.PathLike[str] | None = None) -> None:
         self.damage: Counter[str] = Counter()
         self.damaged_pages: dict[str, list[int]] = {}
+        self.pages_read = 0
+        """Page images read so far (database file and WAL): the work a walk costs."""
         self._db = open(db_path, "rb")  # noqa: SIM115 - closed in close()
         self._wal: BinaryIO | None = None
         self.file_size = os.fstat(self._db.fileno()).st_size
@@ -284,6 +287,7 @@ class SqliteFile:
         """Page ``pgno`` as stored in the database file itself (ignoring the WAL)."""
         if not 1 <= pgno <= self.file_pages:
             return None
+        self.pages_read += 1
         self._db.seek((pgno - 1) * self.page_size)
         return self._db.read(self.page_size)
 
@@ -291,6 +295,7 @@ class SqliteFile:
         """The page image stored in the WAL at ``offset``."""
         if self._wal is None:
             return None
+        self.pages_read += 1
         self._wal.seek(offset)
         data = self._wal.read(self.page_size)
         return data if len(data) == self.page_size else None
@@ -298,16 +303,29 @@ class SqliteFile:
     def image_as_of(self, pgno: int, frame_index: int) -> bytes | None:
         """Page ``pgno`` as of WAL frame ``frame_index``: its newest frame up to that index
         (whatever the frames' state), else the database file's image."""
-        if self.wal is not None:
-            if self._frames_by_page is None:
-                self._frames_by_page = {}
-                for frame in self.wal.frames:
-                    self._frames_by_page.setdefault(frame.pgno, []).append(frame.index)
-            indices = self._frames_by_page.get(pgno, [])
-            at = bisect.bisect_right(indices, frame_index)
-            if at:
-                return self.wal_image(self.wal.frames[indices[at - 1]].offset)
-        return self.db_image(pgno)
+        return self.image(self.locate(pgno, frame_index))
+
+    def locate(self, pgno: int, as_of: int | None = None) -> int:
+        """Which stored image is page ``pgno`` (current, or as of WAL frame ``as_of``): a WAL
+        frame index (>= 0), or ``-pgno`` for the database file's page. Reads nothing."""
+        if self.wal is None:
+            return -pgno
+        if as_of is None:
+            frame = self.wal.live.get(pgno)
+            return -pgno if frame is None else frame
+        if self._frames_by_page is None:
+            self._frames_by_page = {}
+            for frame in self.wal.frames:
+                self._frames_by_page.setdefault(frame.pgno, []).append(frame.index)
+        indices = self._frames_by_page.get(pgno, [])
+        at = bisect.bisect_right(indices, as_of)
+        return indices[at - 1] if at else -pgno
+
+    def image(self, key: int) -> bytes | None:
+        """The stored image ``key`` names (see locate), or None if it is not in the files."""
+        if key < 0:
+            return self.db_image(-key)
+        return self.wal_image(self.wal.frames[key].offset) if self.wal is not None else None
 
     def header_offset(self, pgno: int) -> int:
         """Where the b-tree header of page ``pgno`` starts (after the file header on page 1)."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ...storage.schema import TABLES
-from ...sqlitefile.btree import Cell, leaf_cells, loose_leaf_pages, read_schema, walk_freelist, walk_tree
+from ...sqlitefile.btree import Cell, ChainLedger, leaf_cells, loose_leaf_pages, read_schema, walk_freelist, walk_tree
 from ...sqlitefile.record import is_text
 from .rows import Row, match_table, to_row
 from .spool import LIVE, STALE, UNALLOCATED, Origin, Spool
@@ -65,6 +65,7 @@ def harvest_wal(db: SqliteFile, spool: Spool, tally: Tally) -> None:
     if db.wal is None:
         return
     commits = [f.index for f in db.wal.frames if f.commit_size]
+    ledger = ChainLedger()  # one walk over the old frames: each image read at most once
     for frame in db.wal.frames:
         if db.wal.live.get(frame.pgno) == frame.index:
             continue
@@ -75,12 +76,14 @@ def harvest_wal(db: SqliteFile, spool: Spool, tally: Tally) -> None:
             end = bisect.bisect_left(commits, frame.index)
             as_of = commits[end] if end < len(commits) else len(db.wal.frames) - 1
             origin = Origin("wal", frame.pgno, frame.index, frame.state == "committed", STALE + 1 + frame.index, False)
-            _store(spool, tally, _rows(leaf_cells(db, image, frame.pgno, as_of=as_of), None, origin, spool.keyed))
+            _store(spool, tally, _rows(leaf_cells(db, image, frame.pgno, as_of=as_of, ledger=ledger), None, origin, spool.keyed))
+    ledger = ChainLedger()  # and one over the file images the committed frames replaced
     for pgno in sorted(db.wal.live):
         image = db.db_image(pgno)
         if image is not None and _is_leaf(db, pgno, image):
             origin = Origin("btree", pgno, None, True, STALE, False)
-            _store(spool, tally, _rows(leaf_cells(db, image, pgno), None, origin, spool.keyed))
+            _store(spool, tally, _rows(leaf_cells(db, image, pgno, as_of=-1, ledger=ledger), None, origin,
+                                       spool.keyed))
 
 
 def _is_leaf(db: SqliteFile, pgno: int, image: bytes) -> bool:

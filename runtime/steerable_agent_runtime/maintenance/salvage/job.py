@@ -127,6 +127,9 @@ class SalvageReport(JobReport):
     sqlite_check: list[str] = []
     """What SQLite said of the file when it refused it or its ``quick_check`` failed (one line
     each, at most spool.CHECK_LINES); empty when SQLite found it sound or was not asked."""
+    pages_read: int = 0
+    """Page images the page reader read (database file and -wal): at most a few per page of
+    the files whatever they hold (each page is read at most once per walk)."""
     history_gaps: dict[str, int] = {}
     """Page-reader path: per history record whose recovered entries are not contiguous from
     seq 1, how many are missing between them (at most UNPLACED_LISTED records)."""
@@ -272,6 +275,7 @@ def _collect(snapshot: Snapshot, spool: Spool, report: SalvageReport, step: Prog
             report.damage[code] = report.damage.get(code, 0) + 1
             report.sqlite_check.append(line)
         report.unmatched_records = tally.unmatched_records
+        report.pages_read = pages.pages_read
         if pages.wal is not None:
             report.wal_frames = {s: sum(f.state == s for f in pages.wal.frames) for s in ("committed", "uncommitted", "invalid")}
     spool.finish()
