@@ -19,6 +19,8 @@ DAMAGE: dict[str, str] = {
     "cell_pointers_overlap": "a page's cell pointers overlap",
     "record_not_of_its_table": "a table's tree holds records of another table's shape",
     "overflow_chain_broken": "a row's overflow page chain ends early or points outside the file",
+    "overflow_page_shared": "an overflow page is reached twice in one walk (by two cells, another tree, or a"
+                            " cycle); it was read once",
     "freelist_trunk_broken": "a freelist trunk page points outside the file or loops",
     "freelist_leaf_invalid": "a freelist leaf page number is outside the file",
     "schema_row_undecodable": "a row of sqlite_schema does not decode",
