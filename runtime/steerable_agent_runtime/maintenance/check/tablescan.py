@@ -139,8 +139,10 @@ def parallel_scan(conn: sqlite3.Connection, uri: str, static: bool, tables: list
     if spans is None or workers == 1:
         yield None
         return
-    tasks = [(table, lo, hi) for table in tables if spans[table][2]
-             for lo, hi in rowid_ranges(*spans[table], chunking.chunk_rows)]
+    # An empty table gets one (empty) range too: its scan statement must still be prepared, as
+    # the one-process scan does, so a table whose schema SQLite cannot use is reported either way.
+    tasks = [(table, lo, hi) for table in tables
+             for lo, hi in (rowid_ranges(*spans[table], chunking.chunk_rows) if spans[table][2] else [(0, 0)])]
     with fork_pool(workers, _start_worker, (uri, max_per_code)) as pool:
         futures: list[Future[TableScan] | None] = [pool.submit(_scan_range, task) for task in tasks]
         try:
