@@ -63,7 +63,12 @@ WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, 
 
 
 def publish(tmp: Path, target: Path, *, force: bool) -> None:
-    """Move a finished temp file into place (see the module guarantees), fsync the directory."""
+    """Move a finished temp file into place (see the module guarantees), fsync the directory.
+    A target that is not a regular file or a symlink (a FIFO, a device such as /dev/null, a
+    socket, a directory) is never replaced: OutputExistsError."""
+    from .storage.specialfiles import refuse_special_output
+
+    refuse_special_output(target)
     if force:
         os.replace(tmp, target)
     else:

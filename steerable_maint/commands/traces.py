@@ -49,7 +49,7 @@ def _render(report: TracesReport) -> None:
 @click.option("--session", "session_id", metavar="ID", help="Only the traces of this session.")
 @click.option("--chat", "chat_id", metavar="ID", help="Only the traces of this chat.")
 @click.option("--since", metavar="AGE|TIME", help="Only traces started since: 45m, 12h, 7d, 2w, or an ISO time.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.json",
+@click.option("--out", type=click.Path(path_type=Path), metavar="FILE.json",
               help="Write the OTLP/HTTP JSON request to this new file (mode 0600).")
 @click.option("--endpoint", metavar="URL",
               help="POST to this OTLP/HTTP collector (base URL; /v1/traces is appended).")

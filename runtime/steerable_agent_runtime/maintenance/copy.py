@@ -66,6 +66,9 @@ def copy_store(source: str | os.PathLike[str], *, to: str, dry_run: bool = False
     See the module docstring for the guarantees and what is raised.
     """
     tick = progress or no_progress
+    from ..storage.access import probe, refuse_foreign
+
+    refuse_foreign(probe(source), source)  # before the destination's lease: a refused source leaves no lock file
     with _destination(source, to, create=not dry_run) as (dest, where):
         report = CopyReport(path=str(source), destination=where, dry_run=dry_run)
         loop = asyncio.new_event_loop()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import ExitCode
 from ..storage.access import sibling_path
+from ..storage.specialfiles import refuse_special_files
 from ..storage.lease import lease_holder
 from ..storage.schema import SCHEMA_VERSION, TABLES
 from .codes import FindingLog
@@ -57,6 +58,7 @@ class InspectReport(JobReport):
 
 def inspect_store(path: str | os.PathLike[str], *, progress: Progress | None = None) -> InspectReport:
     """Return the overview of the store at ``path`` (see the module docstring)."""
+    refuse_special_files(path)  # before _journal_mode opens the db: a FIFO would block
     tick, journal = progress or no_progress, _journal_mode(Path(path))
 
     def read(conn: ReadOnlyConnection) -> tuple[InspectReport, FindingLog]:

@@ -47,6 +47,7 @@ from ..storage.checksum import Checker, identity_sql, store_checker
 from .duration import HINT as DURATION_HINT
 from .duration import cutoff_timestamp, parse_duration
 from .readonly import read_store
+from ..storage.specialfiles import refuse_special_output
 from ..storage.access import is_store_file
 from .codes import finding
 from .report import Finding, JobReport, Progress, no_progress
@@ -159,7 +160,8 @@ def write_private_file(target: Path, data: bytes, *, force: bool = False) -> Non
     Raises OutputExistsError when ``target`` exists and not ``force``; the existing file is
     then untouched and no temp file is left behind.
     """
-    if target.exists() and not force:
+    refuse_special_output(target)
+    if os.path.lexists(target) and not force:
         raise OutputExistsError(f"{target} already exists", path=str(target))
     with atomic_output(target, force=force) as (_tmp, fh):
         fh.write(data)

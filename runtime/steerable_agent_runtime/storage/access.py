@@ -48,6 +48,7 @@ from ..errors import DatabaseDamagedError, NotAStoreError, SchemaTooNewError, St
 from ..privatefile import fsync_dir
 from .dberrors import as_store_error
 from .lease import WriteLease, lock_path_for
+from .specialfiles import refuse_special_files
 from .repairmark import refuse_interrupted_repair
 from .schema import APPLICATION_ID, SCHEMA_VERSION, create_schema
 from .txn import transaction
@@ -135,9 +136,11 @@ def probe(path: str | os.PathLike[str], *, allow_missing: bool = False) -> FileP
     """Read the header of ``path``.
 
     Raises NotAStoreError for a missing path (unless ``allow_missing``), a directory, a
-    non-regular file, an unreadable, empty or non-SQLite file.
+    non-regular file, an unreadable, empty or non-SQLite file, or a -wal, -shm, -journal or
+    lease file that is not a regular file (storage/specialfiles.py: only stat is used).
     """
     p = Path(path)
+    refuse_special_files(p)
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -250,6 +253,7 @@ def claim_damaged(path: str | os.PathLike[str]) -> WriteLease:
     refused). Refuses only a missing path or a non-regular file (NotAStoreError), then takes
     the write lease (StoreAlreadyOwnedError naming the holder). The caller releases it."""
     db = Path(path)
+    refuse_special_files(db)  # a FIFO -wal or -shm would block repair's backup copy
     try:
         st = db.stat()
     except FileNotFoundError:

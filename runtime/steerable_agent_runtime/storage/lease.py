@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import NotAStoreError, StoreAlreadyOwnedError
+from .specialfiles import kind_of
 
 _WINDOWS_LOCK_OFFSET = 1 << 30
 
@@ -72,9 +73,17 @@ def _unlock(fd: int) -> None:
 
 def _read_pid(lock_path: Path) -> int | None:
     try:
-        text = lock_path.read_text(encoding="ascii", errors="replace").strip()
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
+    try:
+        if kind_of(os.fstat(fd).st_mode) is not None:
+            return None  # a FIFO or device where the lock file goes holds no pid
+        text = os.read(fd, 64).decode("ascii", errors="replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return int(text) if text.isdigit() else None
 
 
@@ -114,15 +123,25 @@ class WriteLease:
         return self
 
     def _open_lock_file(self) -> int:
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # O_NONBLOCK: a FIFO put where the lock file goes must not block the open.
+        flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            return os.open(self.lock_path, flags, 0o600)
+            fd = os.open(self.lock_path, flags, 0o600)
         except OSError as exc:
             raise NotAStoreError(
                 f"{self.db_path}: cannot create or open the lease file {self.lock_path.name}: {exc.strerror}",
                 path=str(self.db_path),
                 hint="writing needs a writable directory; read-only jobs (check, inspect, salvage) work without it",
             ) from None
+        kind = kind_of(os.fstat(fd).st_mode)
+        if kind is not None:
+            os.close(fd)
+            raise NotAStoreError(f"{self.db_path}: its lease file {self.lock_path.name} is {kind}, not a regular file",
+                                 path=str(self.db_path),
+                                 hint=f"move {self.lock_path.name} out of the way (it is not part of the store),"
+                                      " then run the command again")
+        os.set_blocking(fd, True)
+        return fd
 
     def release(self) -> None:
         """Give the lease up. The lock file stays where it is."""

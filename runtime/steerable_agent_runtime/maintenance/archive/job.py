@@ -123,6 +123,13 @@ def _destination(conn: sqlite3.Connection, path: str | os.PathLike[str], found: 
         conn.execute("DETACH DATABASE dst")
 
 
+def _probe_both(path: str | os.PathLike[str], to: str | os.PathLike[str], *, create: bool) -> None:
+    """Probe both stores before either lease is taken: a refused second file must not leave
+    the first one's lock file behind (a refused job leaves the folder as it was)."""
+    probe(path)
+    probe(to, allow_missing=create)
+
+
 def archive(path: str | os.PathLike[str], *, to: str | os.PathLike[str], older_than: timedelta,
             include_active: bool = False, now: datetime | None = None, dry_run: bool = False,
             batch_size: int = 200, progress: Progress | None = None) -> ArchiveReport:
@@ -132,6 +139,7 @@ def archive(path: str | os.PathLike[str], *, to: str | os.PathLike[str], older_t
     report = ArchiveReport(path=str(path), archive=str(to), dry_run=dry_run, include_active=include_active,
                            cutoff=cutoff_timestamp(older_than, now))
     refuse_same_store(path, to)
+    _probe_both(path, to, create=True)
     progress = progress or no_progress
     # Both files are claimed (probed, refused, leased) before SQLite opens either.
     with held(path, write=not dry_run), _claimed(to, create=True, readonly=dry_run) as found, \
@@ -231,6 +239,7 @@ def restore(archive_path: str | os.PathLike[str], *, to: str | os.PathLike[str],
     after a finished restore) the report says so and nothing changes.
     """
     refuse_same_store(archive_path, to)
+    _probe_both(archive_path, to, create=False)
     report = RestoreReport(path=str(archive_path), target=str(to), chat_id=chat_id)
     progress = progress or no_progress
     with held(archive_path, write=True), _claimed(to, create=False, readonly=False) as found, \

@@ -62,6 +62,7 @@ from pydantic import BaseModel
 from ...errors import DatabaseDamagedError, NotAStoreError, SteerableError
 from ...privatefile import WRITE_ERRNOS
 from ...storage.access import has_wal_content, wal_path
+from ...storage.specialfiles import refuse_special_files
 from ...storage.schema import APPLICATION_ID
 from ...storage.snapshot import Snapshot, SourceMoved, private_temp_base
 from ...sqlitefile.damage import BENIGN
@@ -225,6 +226,7 @@ class _Job:
 
 
 def _check_source(path: Path) -> Path:
+    refuse_special_files(path)
     try:
         st = os.stat(path)
     except FileNotFoundError:

@@ -29,10 +29,12 @@ from ...storage.schema import SCHEMA_VERSION, TABLES, create_schema
 from .rows import expected_columns, indexed_values, parsed_valid, row_valid
 from .spool import Copy, Spool, live_copies_sql, live_rows_sql
 from ...storage.access import is_store_file, transaction
+from ...storage.specialfiles import refuse_special_output
 
 def check_target(target: str | os.PathLike[str], *, force: bool, source: Path) -> Path:
     """Validate an output path before any work is done; return it as a Path."""
     path = Path(target)
+    refuse_special_output(path)
     if is_store_file(path, source):
         raise OutputExistsError(f"{path}: is the database being salvaged or one of its files", path=str(path),
                                 hint="write the output somewhere else; salvage never writes its source")
