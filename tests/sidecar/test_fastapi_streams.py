@@ -3,15 +3,19 @@ an OpenAI-compatible replay server as the model."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 
 import httpx
-from steerable_agent_runtime import InMemoryStorage
+from steerable_agent_runtime import InMemoryStorage, SqliteStorage
 from steerable_agent_runtime.transport import create_app
 
 from tests.replay_server import ReplayServer
 
+from .harness import ROOT
 from .openai_sse import text_reply, tool_reply
 from .served import Served, sse_frames
 from .test_streams import WEATHER
@@ -108,3 +112,53 @@ def test_host_tools_over_http_through_rpc_reply():
         assert invoked[0]["data"] == {"name": "get_weather", "arguments": {"city": "Lisbon"}, "callId": "call_h", "chatId": "c1"}
         assert frames[-1]["data"]["status"] == "completed"
         assert "sunny" in model.requests[1].json()["messages"][-1]["content"]
+
+
+def _maint(*args: str) -> subprocess.CompletedProcess:
+    """The real ``steerable-maint`` CLI in a child process (read-only commands)."""
+    return subprocess.run([sys.executable, "-m", "steerable_maint", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def test_a_chat_over_http_on_a_sqlite_file_is_a_clean_record_for_steerable_maint(tmp_path):
+    """create_app over the durable SqliteStorage: a two-round chat with a host tool over SSE,
+    then the store (still leased by the running server) passes ``steerable-maint check`` and
+    ``history`` shows exactly the turn the stream relayed."""
+    db = tmp_path / "http.db"
+    script = [tool_reply([("call_s", "get_weather", {"city": "Porto"})]), text_reply(["Rain ", "in ", "Porto."])]
+    with ReplayServer(script) as model, Served(create_app(SqliteStorage(str(db)))) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as client:
+
+        def answer(rid: str) -> None:
+            with httpx.Client(base_url=served.url, timeout=20) as other:
+                other.post("/rpc.reply", json={"id": rid, "result": {"success": True, "data": {"forecast": "rain"}}})
+
+        with client.stream("POST", "/agent.chat.stream", json=params(model, chat="c-sql", tools=WEATHER)) as response:
+            assert response.status_code == 200
+            frames = []
+            for frame in sse_frames(response.iter_lines()):
+                frames.append(frame)
+                if frame.get("event") == "tool.invoke":
+                    threading.Thread(target=answer, args=(frame["id"],)).start()
+        assert frames[-1]["event"] == "stream.done" and frames[-1]["data"]["status"] == "completed", frames[-1]
+        text = "".join(f["data"].get("delta", "") for f in frames if f.get("event") == "stream.chunk")
+        assert text == "Rain in Porto."
+        check = _maint("check", str(db), "--json")  # while the server holds the store
+        assert check.returncode == 0, check.stdout + check.stderr
+        report = json.loads(check.stdout)
+        assert report["integrity_ok"] is True and report["lease_held"] is True
+        assert [f["code"] for f in report["findings"]] == ["lease-held"]  # info only: nothing wrong
+        shown = _maint("history", str(db), "c-sql", "--json")
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        over_http = history(client, "c-sql")
+    entries = json.loads(shown.stdout)["entries"]
+    assert all(e["readable"] for e in entries)
+    messages = [e["entry"]["message"] for e in entries if e["type"] == "item"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[1]["toolCalls"] == [{"id": "call_s", "name": "get_weather", "arguments": {"city": "Porto"}}]
+    assert messages[2]["toolCallId"] == "call_s"
+    assert "rain" in messages[2]["content"] and messages[-1]["content"] == "Rain in Porto."
+    assert len(entries) == len(over_http)
+    after = _maint("check", str(db), "--json")  # the server stopped: the lease is released, still clean
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert json.loads(after.stdout)["lease_held"] is False and json.loads(after.stdout)["findings"] == []
