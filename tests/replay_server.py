@@ -4,7 +4,8 @@ Each request takes the next :class:`Reply` from the script (the last one repeats
 script runs out, unless ``repeat_last=False``, which answers 599). A reply is a status, headers
 and a body given as chunks; ``drop_after`` closes the connection after that many chunks
 without finishing the body (a stream cut mid-way); ``delay_s`` sleeps before each chunk.
-Every request is recorded (method, path, query, headers, body) for assertions.
+Every request is recorded (method, path, query, headers, body, the client address and port)
+for assertions.
 
 In a test::
 
@@ -87,6 +88,7 @@ class Recorded:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    peer: tuple[str, int] | None = None  # the client's (address, port): one per TCP connection
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -180,7 +182,8 @@ class ReplayServer:
                 parts = urlsplit(self.path)
                 with server._lock:
                     server.requests.append(Recorded(self.command, parts.path, parse_qs(parts.query),
-                                                    {k.lower(): v for k, v in self.headers.items()}, body))
+                                                    {k.lower(): v for k, v in self.headers.items()}, body,
+                                                    tuple(self.client_address[:2])))
                 reply = server._take()
                 if reply is None:
                     reply = Reply.json(599, {"error": "replay script exhausted"})

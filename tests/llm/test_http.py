@@ -131,3 +131,18 @@ def test_debug_log_of_a_request_shows_no_key(caplog):
     with ReplayServer([Reply(chunks=[b"data: 1\n\n"])]) as server:
         run(events(server.url + "/v1/x"))
     assert "POST" in caplog.text and "[redacted]" in caplog.text and KEY not in caplog.text
+
+
+def test_clients_share_one_tls_context_per_ca_setting(monkeypatch):
+    import certifi
+    from steerable_agent_runtime.llm.http import make_client, ssl_context
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    first = ssl_context()
+    assert ssl_context() is first and first.verify_mode.name == "CERT_REQUIRED" and first.check_hostname
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())  # another CA setting: its own context
+    other = ssl_context()
+    assert other is not first and ssl_context() is other
+    client = make_client()
+    run(client.aclose())

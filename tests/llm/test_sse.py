@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from steerable_agent_runtime.llm.sse import SSEDecoder, SSEMessage
 
@@ -80,3 +80,49 @@ def test_any_split_decodes_like_the_whole(cuts):
     chunks = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)])]
     assert decode(*chunks) == decode(STREAM) == [
         SSEMessage(event="a", data="1"), SSEMessage(data="é\n"), SSEMessage(data="世", id="9", retry=3)]
+
+
+def reference(raw: bytes) -> list[SSEMessage]:
+    """The WHATWG interpretation written plainly, line by line, for the differential test below."""
+    text = raw.decode("utf-8", "replace").removeprefix("\ufeff")
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")[:-1]  # the last piece has no line end
+    out, data, event, last_id, retry = [], [], "", "", None
+    for line in lines:
+        if not line:
+            if data:
+                out.append(SSEMessage(event or "message", "\n".join(data), last_id, retry))
+            data, event, retry = [], "", None
+            continue
+        name, colon, value = line.partition(":")
+        if not name and colon:
+            continue  # a comment
+        value = value[1:] if value[:1] == " " else value
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+        elif name == "id" and "\0" not in value:
+            last_id = value
+        elif name == "retry" and value.isascii() and value.isdigit():
+            retry = int(value)
+    return out
+
+
+ATOMS = [b'data: {"a":1}\n\n', b"data:x\n", b"data: y\n", b"\n", b"\r\n", b"\r", b"event: e\n", b"id: 7\n",
+         b"id: a\x00b\n", b"retry: 12\n", b"retry: x\n", b": c\n", b"data\n", b"dat", b"a: z\n\n", b"\n\n\n",
+         b"foo: bar\n", "data: é😀\n\n".encode(), b"data:  two\n\n", b"event:\n", b"data: [DONE]\n\n", b"\xe4\xb8",
+         b"id: 8\n\n", b"retry: 5\ndata: r\n\n", b"event: e\ndata: d\n\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(ATOMS), max_size=30), st.lists(st.integers(min_value=0, max_value=400), max_size=6))
+def test_the_whole_event_fast_path_decodes_like_the_line_rules(atoms, cuts):
+    """A feed holding whole events takes the per-event fast path; one byte at a time never
+    does: both, any split, and a plain line-by-line reading of the spec agree."""
+    raw = b"".join(atoms)
+    points = sorted({c for c in cuts if c <= len(raw)})
+    chunks = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)])]
+    expected = reference(raw)
+    assert decode(raw) == expected
+    assert decode(*chunks) == expected
+    assert decode(*[raw[i:i + 1] for i in range(len(raw))]) == expected

@@ -339,3 +339,17 @@ def test_sigterm_while_an_approval_waits_denies_it_and_records_a_result_for_the_
     results = [m for m in items if m["role"] == "tool"]
     assert [m["toolCallId"] for m in results] == ["call_d"]
     assert [r["method"] for r in sc.reverse_requests] == ["approval.request"]  # the tool never ran
+
+
+def test_streams_of_one_sidecar_share_one_http_client_and_its_keep_alive_connection(spawn):
+    """Every stream's provider runs on the sidecar's one httpx client: the second stream (another
+    chat) reaches the model over the connection the first one opened, not a new client's."""
+    with ReplayServer([text_reply(["one"]), text_reply(["two"])]) as model:
+        sc = spawn()
+        sc.wait_ready()
+        for chat in ("c-a", "c-b"):
+            stream_id = sc.call("agent.chat.stream", stream_params(model, chat=chat, tools=[]))["streamId"]
+            assert sc.wait_done(stream_id)["status"] == "completed"
+        assert [deltas(sc, s["streamId"]) for s in sc.notifications_of("stream.done")] == ["one", "two"]
+        peers = [r.peer for r in model.requests]
+        assert len(peers) == 2 and peers[0] is not None and peers[0] == peers[1], peers

@@ -4,7 +4,8 @@
   hint at construction time, before anything is sent.
 - :class:`ClientCache`: one ``httpx.AsyncClient`` per event loop (a client's pool is bound to
   the loop that opened its connections), with :data:`DEFAULT_TIMEOUT`; or the caller's own client.
-- :func:`stream_sse`: POST a JSON body and yield the response's SSE events. A non-2xx status
+- :func:`stream_sse` (:func:`stream_sse_batches`: the same, one list of events per network
+  read): POST a JSON body and yield the response's SSE events. A non-2xx status
   raises :func:`~.classify.classify_http_error`'s error; a JSON body where a stream was
   expected raises its error event classified; every httpx failure (refused, timeout, dropped)
   raises ``LLMError(kind="transport")`` naming the URL. The API key never reaches a log line
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import aclosing
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,7 +32,7 @@ from .classify import (
     transport_error,
 )
 from .errors import LLMError, ProviderConfigError
-from .sse import SSEDecoder, SSEMessage, aiter_sse_messages
+from .sse import SSEDecoder, SSEMessage, aiter_sse_batches
 
 log = logging.getLogger("steerable_agent_runtime.llm")
 
@@ -79,8 +82,26 @@ def make_timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
 
 
 def make_client(timeout: float | httpx.Timeout | None = None) -> httpx.AsyncClient:
-    """An AsyncClient with our timeouts; proxies and CA bundles come from the environment."""
-    return httpx.AsyncClient(timeout=make_timeout(timeout), headers={"user-agent": USER_AGENT})
+    """An AsyncClient with our timeouts; proxies and CA bundles come from the environment.
+
+    The TLS context is built once per process (per ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``
+    value) and shared: loading the CA bundle costs tens of milliseconds, which every new
+    provider would otherwise pay before its first request.
+    """
+    return httpx.AsyncClient(timeout=make_timeout(timeout), headers={"user-agent": USER_AGENT}, verify=ssl_context())
+
+
+_SSL_CONTEXTS: dict[tuple[str | None, str | None], Any] = {}
+
+
+def ssl_context() -> Any:
+    """The shared ``ssl.SSLContext`` httpx would build by default (certifi, or the
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` the environment names), one per such setting."""
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    context = _SSL_CONTEXTS.get(key)
+    if context is None:
+        context = _SSL_CONTEXTS[key] = httpx.create_ssl_context()
+    return context
 
 
 class ClientCache:
@@ -136,6 +157,29 @@ async def stream_sse(
     connect timeout included. It does not decide whether the stream ended properly: each
     provider knows its terminal event (:func:`~.classify.stream_cut_error`).
     """
+    batches = stream_sse_batches(client, url, headers=headers, body=body, provider=provider, secrets=secrets,
+                                 decoder=decoder)
+    async with aclosing(batches):
+        async for batch in batches:
+            for message in batch:
+                yield message
+
+
+async def stream_sse_batches(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    body: Any,
+    provider: str,
+    secrets: Iterable[str | None] = (),
+    decoder: SSEDecoder | None = None,
+) -> AsyncIterator[list[SSEMessage]]:
+    """:func:`stream_sse`, one list of events per network read (never an empty one).
+
+    Same requests, errors and guarantees; for a provider that wants one async step per read
+    rather than per event (:func:`~.sse.aiter_sse_batches`).
+    """
     secrets = tuple(secrets)
     sent = {"content-type": "application/json", "accept": "text/event-stream", **headers}
     log.debug("%s: POST %s headers=%s", provider, safe_url(url), redact_headers(sent))
@@ -148,8 +192,8 @@ async def stream_sse(
             ctype = response.headers.get("content-type", "")
             if "json" in ctype and "event-stream" not in ctype:
                 raise _json_instead_of_stream(await response.aread(), url=url, provider=provider, secrets=secrets)
-            async for message in aiter_sse_messages(response, decoder):
-                yield message
+            async for batch in aiter_sse_batches(response, decoder):
+                yield batch
     except httpx.HTTPError as exc:
         raise transport_error(exc, url=url, provider=provider, secrets=secrets) from exc
 

@@ -142,7 +142,8 @@ class Sidecar:
     def _make_streams(self) -> Any:
         from .streams import StreamManager
 
-        self.streams = StreamManager(self.storage, notify=self.transport.emit, reverse=self.transport.request)
+        self.streams = StreamManager(self.storage, notify=self.transport.emit, reverse=self.transport.request,
+                                     text_writer=self.transport.text_chunk_writer)
         return self.streams
 
     async def serve(self) -> None:
@@ -195,6 +196,7 @@ class Sidecar:
     async def _shutdown(self, reader: asyncio.Task[None]) -> None:
         if self.streams is not None:
             await self.streams.stop_all(self.grace_s, after_cancel=self.transport.fail_pending)
+            await self.streams.aclose()
         pending = [t for t in self._tasks if not t.done()]
         if pending:
             _, late = await asyncio.wait(pending, timeout=self.grace_s)

@@ -13,11 +13,13 @@ from .params import ChatStream
 from .providers import build_provider, compaction_hooks
 
 
-def make_loop(args: ChatStream, *, tools: Any, approver: Any, storage: StorageAdapter, recorder: Any) -> Any:
-    """A CoreLoop for one stream: the provider, the host's tools, the record and the recorder."""
+def make_loop(args: ChatStream, *, tools: Any, approver: Any, storage: StorageAdapter, recorder: Any,
+              client: Any = None) -> Any:
+    """A CoreLoop for one stream: the provider (on the shared HTTP ``client`` when given), the
+    host's tools, the record and the recorder."""
     from ..loop import CoreLoop, LoopConfig
 
-    provider = build_provider(args.provider)
+    provider = build_provider(args.provider, client=client)
     config = LoopConfig(max_rounds=args.max_rounds or LoopConfig.max_rounds,
                         tool_timeout_s=args.tool_timeout_s + 1.0, temperature=args.temperature,
                         max_tokens=args.provider.max_tokens)

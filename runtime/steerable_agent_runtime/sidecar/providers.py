@@ -52,8 +52,9 @@ def _provider_class(spec: ProviderSpec) -> tuple[Any, str]:
     return getattr(module, class_name), default_url
 
 
-def build_provider(spec: ProviderSpec) -> Any:
-    """The provider for ``spec``, wrapped by CacheControlProvider (see the module seams).
+def build_provider(spec: ProviderSpec, *, client: Any = None) -> Any:
+    """The provider for ``spec`` on the httpx ``client`` (its own one when None), wrapped by
+    CacheControlProvider (see the module seams).
 
     Raises RpcError -32602 naming ``provider.apiKeyEnv`` when that variable is unset, or
     ``provider.kind`` when this build lacks that provider.
@@ -62,11 +63,11 @@ def build_provider(spec: ProviderSpec) -> Any:
     cls, default_url = _provider_class(spec)
     base_url = spec.base_url or default_url
     if spec.kind == "openai_compat":
-        provider = cls(spec.model, base_url, api_key=key)
+        provider = cls(spec.model, base_url, api_key=key, client=client)
     elif spec.kind == "anthropic" and spec.max_tokens:
-        provider = cls(spec.model, key, base_url=base_url, max_tokens=spec.max_tokens)
+        provider = cls(spec.model, key, base_url=base_url, max_tokens=spec.max_tokens, client=client)
     else:
-        provider = cls(spec.model, key, base_url=base_url)
+        provider = cls(spec.model, key, base_url=base_url, client=client)
     return wrap_cache_control(provider)
 
 

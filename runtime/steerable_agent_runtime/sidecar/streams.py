@@ -12,6 +12,11 @@ Guarantees:
   -32003 on the request itself and nothing is written.
 - ``stop_all`` cancels every stream and waits (up to a grace period) for each to write its
   partial turn to the record.
+- The streams share one HTTP client (one TLS context, pooled keep-alive connections to the
+  model), opened with the first stream and closed by ``aclose``.
+- Content and reasoning deltas on the default sink go through the transport's
+  ``text_chunk_writer`` when it has one (the same notification bytes, without an await and
+  a generic JSON encode per chunk): one notification per chunk, in order, nothing merged.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ log = logging.getLogger("steerable.sidecar")
 
 Notify = Callable[[SSEEvent], Awaitable[None]]
 Reverse = Callable[..., Awaitable[Any]]
+TextWriter = Callable[[str, str], None]  # (key: "delta" | "reasoningDelta", text)
 
 _NOTICE_KINDS = frozenset({"steer", "hook_action", "budget_exhausted"})
 
@@ -47,6 +53,7 @@ class RunningStream:
     notify: Notify
     session: AgentSession | None = None
     events: Any = None
+    write_text: TextWriter | None = None
     task: asyncio.Task[None] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -54,13 +61,16 @@ class RunningStream:
 class StreamManager:
     """Starts, steers, cancels and relays chat streams."""
 
-    def __init__(self, storage: StorageAdapter, *, notify: Notify, reverse: Reverse) -> None:
+    def __init__(self, storage: StorageAdapter, *, notify: Notify, reverse: Reverse,
+                 text_writer: Callable[[str], TextWriter] | None = None) -> None:
         self.storage = storage
         self.notify = notify
         self.reverse = reverse
+        self.text_writer = text_writer  # stream id -> the default sink's synchronous delta writer
         self.running: dict[str, RunningStream] = {}
         self._by_chat: dict[str, str] = {}
         self._recorder: Any = None
+        self._http: Any = None
 
     # methods ---------------------------------------------------------------------------
     async def start(self, args: p.ChatStream, *, notify: Notify | None = None,
@@ -78,6 +88,8 @@ class StreamManager:
         except BaseException:
             self._by_chat.pop(args.chat_id, None)
             raise
+        if notify is None and self.text_writer is not None:
+            stream.write_text = self.text_writer(stream_id)
         self.running[stream_id] = stream
         stream.task = asyncio.create_task(self._run(stream, args))
         return {"streamId": stream_id}
@@ -129,6 +141,20 @@ class StreamManager:
         if late:
             await asyncio.wait(late, timeout=grace_s)
 
+    async def aclose(self) -> None:
+        """Close the shared HTTP client (after ``stop_all``). Idempotent."""
+        client, self._http = self._http, None
+        if client is not None:
+            await client.aclose()
+
+    def http_client(self) -> Any:
+        """The HTTP client every stream's provider uses (opened on first use)."""
+        if self._http is None or self._http.is_closed:
+            from ..llm.http import make_client
+
+            self._http = make_client()
+        return self._http
+
     # building --------------------------------------------------------------------------
     async def _session(self, args: p.ChatStream) -> AgentSession:
         if args.session_id is not None:
@@ -164,16 +190,24 @@ class StreamManager:
         session = await self._session(args)
         tools = HostTools(args.tools, chat_id=args.chat_id, reverse=reverse, timeout_s=args.tool_timeout_s)
         approver = HostApprover(tools, reverse=reverse, timeout_s=args.approval_timeout_s)
-        loop = make_loop(args, tools=tools, approver=approver, storage=self.storage, recorder=self.recorder())
+        loop = make_loop(args, tools=tools, approver=approver, storage=self.storage, recorder=self.recorder(),
+                         client=self.http_client())
         events = events_of(loop, args, session)  # an empty transcript is refused here, on the request
         return RunningStream(stream_id, args.chat_id, loop, notify, session, events)
 
     # relaying --------------------------------------------------------------------------
     async def _run(self, stream: RunningStream, args: p.ChatStream) -> None:
         done: dict[str, Any] | None = None
+        write = stream.write_text
         try:
             async for event in stream.events:
-                done = await self._relay(stream, event.kind, event.data) or done
+                kind = event.kind
+                if write is not None and (kind == "content_delta" or kind == "reasoning_delta"):
+                    text = event.data.get("delta", "")
+                    if type(text) is str:  # the hot path: one notification per chunk, no await
+                        write("delta" if kind == "content_delta" else "reasoningDelta", text)
+                        continue
+                done = await self._relay(stream, kind, event.data) or done
         except asyncio.CancelledError:
             done = {"status": "cancelled", "reason": "the sidecar stopped the stream"}
             raise

@@ -151,7 +151,7 @@ def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size
     streams = StreamManager(storage, notify=_no_sink, reverse=_no_reverse)
     table = MethodTable(storage, SystemMethods({"transport": "http-sse"}, asyncio.Event()), lambda: streams)
     table.entries.pop("system.shutdown")
-    app = FastAPI(title="steerable-agent-runtime", on_shutdown=[storage.close])
+    app = FastAPI(title="steerable-agent-runtime", on_shutdown=[streams.aclose, storage.close])
     app.state.streams = streams
 
     def one_event(event: SSEEvent, status: int = 200) -> StreamingResponse:

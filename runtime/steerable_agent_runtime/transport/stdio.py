@@ -23,7 +23,8 @@ import itertools
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from json.encoder import encode_basestring_ascii  # what json's own encoder uses for str (ASCII output)
 from typing import Any
 
 from .base import SSEEvent
@@ -114,9 +115,12 @@ class StdioJsonRpcTransport:
     def _write(self, message: dict[str, Any]) -> None:
         """Queue one message; everything queued in one event-loop iteration goes out in one
         write (in order), right after the iteration (``flush``)."""
+        self._write_line(encode(message))
+
+    def _write_line(self, line: bytes) -> None:
         if self.host_gone:
             return
-        self._out.append(encode(message))
+        self._out.append(line)
         if not self._flush_scheduled:
             try:
                 asyncio.get_running_loop().call_soon(self.flush)
@@ -143,6 +147,24 @@ class StdioJsonRpcTransport:
     async def emit(self, event: SSEEvent) -> None:
         """Send ``event`` as a notification (method = event name, params = data)."""
         self._write(notification_message(event.event, event.data))
+
+    def text_chunk_writer(self, stream_id: str) -> Callable[[str, str], None]:
+        """A synchronous writer of the ``stream.chunk {streamId, <key>: <text>}`` notifications
+        of one stream (``key``: ``delta`` or ``reasoningDelta``), the relay's hot path.
+
+        ``write(key, text)`` queues exactly the line ``emit`` would (same bytes, same order
+        with every other message; ``encode`` is the reference): the fixed head of the line is
+        encoded once per stream, only the text per chunk.
+        """
+        sid = encode_basestring_ascii(stream_id).encode()
+        heads = {key: b'{"jsonrpc":"2.0","method":"stream.chunk","params":{"streamId":' + sid + b',"'
+                 + key.encode() + b'":' for key in ("delta", "reasoningDelta")}
+        queue = self._write_line
+
+        def write(key: str, text: str) -> None:
+            queue(heads[key] + encode_basestring_ascii(text).encode() + b"}}\n")
+
+        return write
 
     def respond(self, request_id: str | int, result: Any) -> None:
         """Answer request ``request_id`` with ``result``."""
