@@ -3,7 +3,9 @@
 Each request takes the next :class:`Reply` from the script (the last one repeats when the
 script runs out, unless ``repeat_last=False``, which answers 599). A reply is a status, headers
 and a body given as chunks; ``drop_after`` closes the connection after that many chunks
-without finishing the body (a stream cut mid-way); ``delay_s`` sleeps before each chunk.
+without finishing the body (a stream cut mid-way); ``delay_s`` sleeps before each chunk;
+``stall_after`` holds the connection open, silent, for ``stall_s`` seconds after that many
+chunks before sending the rest (a body that does not end with its last event).
 Every request is recorded (method, path, query, headers, body, the client address and port)
 for assertions.
 
@@ -17,7 +19,7 @@ As a process (crash tests, the sidecar tests)::
     python -m tests.replay_server SCRIPT.json --port-file PORT
 
 where SCRIPT.json is a list of ``{"status", "headers", "chunks" (text) | "file", "dropAfter",
-"delayS"}``; the server writes its port to PORT once it listens, and serves until killed.
+"delayS", "stallAfter", "stallS"}``; the server writes its port to PORT once it listens, and serves until killed.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Reply:
     chunks: list[bytes] = field(default_factory=list)
     drop_after: int | None = None
     delay_s: float = 0.0
+    stall_after: int | None = None
+    stall_s: float = 0.0
 
     @classmethod
     def sse_file(cls, path: str | Path, **kwargs: Any) -> "Reply":
@@ -64,7 +68,8 @@ class Reply:
             chunks = [c.encode() if isinstance(c, str) else bytes(c) for c in spec.get("chunks", [])]
         headers = spec.get("headers") or {"content-type": "text/event-stream"}
         return cls(status=spec.get("status", 200), headers=headers, chunks=chunks,
-                   drop_after=spec.get("dropAfter"), delay_s=spec.get("delayS", 0.0))
+                   drop_after=spec.get("dropAfter"), delay_s=spec.get("delayS", 0.0),
+                   stall_after=spec.get("stallAfter"), stall_s=spec.get("stallS", 0.0))
 
 
 def split_events(data: bytes) -> list[bytes]:
@@ -104,6 +109,7 @@ class ReplayServer:
         self._lock = threading.Lock()
         self._next = 0
         self._conns: set[Any] = set()
+        self._closing = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         # close() ends every connection (a client's keep-alive pool would otherwise hold a
         # handler thread open forever) and joins the handler threads: no thread outlives a test.
@@ -124,6 +130,7 @@ class ReplayServer:
         return self
 
     def close(self) -> None:
+        self._closing.set()
         self._httpd.shutdown()
         with self._lock:
             conns = list(self._conns)
@@ -203,6 +210,8 @@ class ReplayServer:
                         break
                     if reply.delay_s:
                         time.sleep(reply.delay_s)
+                    if reply.stall_after is not None and index == reply.stall_after:
+                        server._closing.wait(reply.stall_s)  # close() ends the stall
                     try:
                         self.wfile.write(chunk)
                         self.wfile.flush()

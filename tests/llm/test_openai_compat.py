@@ -14,6 +14,7 @@ from steerable_agent_runtime.llm import (
     ToolDefinitionError,
 )
 from steerable_agent_runtime.llm.types import LLMUsage
+from steerable_agent_runtime.models import LLMMessage
 
 from tests.helpers import run
 from tests.llm.openai_cases import (
@@ -199,3 +200,41 @@ def test_error_null_in_every_chunk_and_a_missing_done_after_the_finish_are_accep
     with ReplayServer([Reply(chunks=chunks)]) as server:
         got = ours(server)
     assert (got.error, got.text, got.finish, got.usage) == (None, "ok", "length", None)
+
+
+def _text_stream(text: str) -> list[bytes]:
+    return [f'data: {{"choices":[{{"index":0,"delta":{{"content":"{text}"}}}}]}}\n\n'.encode(),
+            b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n', b"data: [DONE]\n\n"]
+
+
+def test_after_done_the_body_is_read_to_its_end_so_the_next_request_reuses_the_connection():
+    from tests.replay_server import Reply
+
+    with ReplayServer([Reply(chunks=_text_stream("one")), Reply(chunks=_text_stream("two"))]) as server:
+        provider = OpenAICompatProvider(MODEL, base_url=server.url + "/v1")
+
+        async def text() -> str:
+            return "".join([c.content_delta async for c in provider.stream([LLMMessage(role="user", content="hi")])
+                            if c.content_delta])
+
+        async def twice() -> list[str]:
+            try:
+                return [await text(), await text()]
+            finally:
+                await provider.aclose()
+
+        assert run(twice()) == ["one", "two"]
+    peers = [r.peer for r in server.requests]
+    assert peers[0] is not None and peers[0] == peers[1], peers  # one TCP connection for both
+
+
+def test_a_body_left_open_after_done_costs_at_most_the_grace_not_the_read_timeout():
+    from tests.replay_server import Reply
+
+    chunks = [*_text_stream("held"), b'data: {"choices":[{"index":0,"delta":{"content":"late"}}]}\n\n']
+    with ReplayServer([Reply(chunks=chunks, stall_after=3, stall_s=60.0)]) as server:
+        started = time.monotonic()
+        got = ours(server)
+        elapsed = time.monotonic() - started
+    assert (got.error, got.text, got.finish) == (None, "held", "stop")  # what followed [DONE] is ignored
+    assert elapsed < 30, elapsed  # the 1 s grace, not the 60 s stall nor the 300 s read timeout

@@ -15,6 +15,8 @@ Guarantees, on top of :class:`~.types.LLMProvider`'s:
   anything else -> ``stop``.
 - The stream must end with ``data: [DONE]``, or at least have carried a finish reason;
   otherwise it was cut: ``LLMError(kind="transport")``, never a silently short answer.
+  Anything after ``[DONE]`` is ignored; the body's end is awaited briefly (:func:`finish_body`)
+  so the connection can serve the next request.
 
 Raises ProviderConfigError (no model, a base URL that is not http(s)), ToolDefinitionError
 (a tool not in OpenAI function form), and LLMError for every request failure.
@@ -126,6 +128,7 @@ class OpenAICompatProvider(BearerEndpoint):
                         for chunk in out:
                             yield chunk
                 if state.done:
+                    await finish_body(batches)
                     break
         for chunk in state.end():
             yield chunk
@@ -217,6 +220,28 @@ class _ChatStream:
 
         return ToolCall(id=call_id or f"call_{index}", name=name,
                         arguments=parse_arguments("".join(fragments), name, self.provider))
+
+
+#: how long to wait, after ``[DONE]``, for the end of the response body
+DRAIN_S = 1.0
+
+
+async def finish_body(batches: AsyncIterator[Any], grace_s: float = DRAIN_S) -> None:
+    """Read the response to its end after the terminal event, for at most ``grace_s`` seconds.
+
+    The end of the body normally arrives with ``[DONE]``; reading it lets httpx put the
+    connection back in its pool (the next round's request skips a TCP and TLS handshake)
+    instead of closing it. What follows is ignored, as before; a server that keeps the body
+    open, or drops the connection now, only costs the connection.
+    """
+    import asyncio  # a running loop means asyncio is loaded: free here, not at module import
+
+    try:
+        async with asyncio.timeout(grace_s):
+            async for _ in batches:
+                pass
+    except (TimeoutError, LLMError):
+        pass
 
 
 def json_loader() -> Callable[[str], Any]:
