@@ -44,8 +44,17 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from ..errors import DatabaseDamagedError, NotAStoreError, SchemaTooNewError, StoreAccessError, UsageError
+from ..errors import (
+    DatabaseDamagedError,
+    NotAStoreError,
+    SchemaTooNewError,
+    SteerableError,
+    StoreAccessError,
+    StoreAlreadyOwnedError,
+    UsageError,
+)
 from ..privatefile import fsync_dir
+from . import dberrors
 from .dberrors import as_store_error
 from .lease import WriteLease, lock_path_for
 from .specialfiles import refuse_special_files
@@ -263,6 +272,23 @@ def claim_damaged(path: str | os.PathLike[str]) -> WriteLease:
     return WriteLease(db).acquire()
 
 
+def read_error(exc: sqlite3.Error, path: str | os.PathLike[str], doing: str) -> SteerableError:
+    """The project error for SQLite failing to ``doing`` (open/read) the store at ``path``:
+    StoreAlreadyOwnedError when SQLite says busy (another program's lock, a stale -wal index),
+    StoreAccessError for permission and I/O, DatabaseDamagedError otherwise. ``exc`` is the cause."""
+    if dberrors.kind(exc) == "busy":
+        name = getattr(exc, "sqlite_errorname", None) or "busy"
+        error: SteerableError = StoreAlreadyOwnedError(
+            f"{path}: another program holds a SQLite lock on it ({name}: {exc})", path=str(path),
+            hint="close the other program that has this database open (a sqlite3 shell, a DB browser,"
+                 " another copy of the app), then retry")
+    else:
+        error = as_store_error(exc, path) or DatabaseDamagedError(f"{path}: SQLite cannot {doing} it: {exc}",
+                                                                  path=str(path))
+    error.__cause__ = exc
+    return error
+
+
 def check_markers(conn: sqlite3.Connection, schema: str, path: str | os.PathLike[str]) -> None:
     """Refuse a schema newer than this build, or a file without our application id.
 
@@ -272,7 +298,7 @@ def check_markers(conn: sqlite3.Connection, schema: str, path: str | os.PathLike
         version = conn.execute(f"PRAGMA {schema}.user_version").fetchone()[0]
         app_id = conn.execute(f"PRAGMA {schema}.application_id").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        raise DatabaseDamagedError(f"{path}: SQLite cannot read it: {exc}", path=str(path)) from exc
+        raise read_error(exc, path, "read") from exc
     refuse_newer_schema(version, path)
     if app_id != APPLICATION_ID:
         raise NotAStoreError(f"{path}: a SQLite database that is not a steerable store", path=str(path),
@@ -293,7 +319,7 @@ def precheck_wal_markers(path: str | os.PathLike[str]) -> None:
         try:
             check_markers(conn, "main", path)
             return
-        except DatabaseDamagedError as exc:
+        except (DatabaseDamagedError, StoreAlreadyOwnedError) as exc:
             # Right after a writer died (kill -9), a read-only connection cannot rebuild the
             # -wal index and SQLite answers SQLITE_PROTOCOL ("locking protocol"): the store is
             # sound, the index is stale. Retry briefly, then read the markers from a private
@@ -397,6 +423,28 @@ def _uri(path: str | os.PathLike[str], *, readonly: bool) -> str:
 
 def connect(path: str | os.PathLike[str], *, readonly: bool, synchronous: Literal["FULL", "NORMAL"] = "FULL",
             check_same_thread: bool = True, adopt_empty: bool = False) -> sqlite3.Connection:
+    """An autocommit connection to a store this process has claimed (see :func:`_connect_once`).
+
+    SQLITE_PROTOCOL (the -wal index of a writer killed a moment ago) is retried briefly; a
+    lock another program holds past SQLite's busy timeout (5 s), or a PROTOCOL that stays, is
+    StoreAlreadyOwnedError naming the lock. Busy is never reported as damage: the salvage remedy would be wrong for it.
+    """
+    for attempt in range(_PROTOCOL_RETRIES):
+        try:
+            return _connect_once(path, readonly=readonly, synchronous=synchronous,
+                                 check_same_thread=check_same_thread, adopt_empty=adopt_empty)
+        except StoreAlreadyOwnedError as exc:
+            # SQLITE_BUSY has already waited out the busy timeout; only a stale -wal index
+            # (SQLITE_PROTOCOL) is worth another attempt.
+            protocol = getattr(exc.__cause__, "sqlite_errorname", None) == "SQLITE_PROTOCOL"
+            if not protocol or attempt == _PROTOCOL_RETRIES - 1:
+                raise
+        time.sleep(0.02 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _connect_once(path: str | os.PathLike[str], *, readonly: bool, synchronous: Literal["FULL", "NORMAL"],
+                  check_same_thread: bool, adopt_empty: bool) -> sqlite3.Connection:
     """An autocommit connection to a store this process has claimed: markers checked through
     SQLite, then WAL and ``synchronous`` for a writer, temp_store=MEMORY for all.
 
@@ -417,12 +465,10 @@ def connect(path: str | os.PathLike[str], *, readonly: bool, synchronous: Litera
             create_schema(conn)
     except sqlite3.Error as exc:
         conn.close()
-        error = as_store_error(exc, path)
-        if error is None and isinstance(exc, sqlite3.DatabaseError):
-            error = DatabaseDamagedError(f"{path}: SQLite cannot open it: {exc}", path=str(path))
-        if error is None:
+        if dberrors.kind(exc) != "busy" and as_store_error(exc, path) is None \
+                and not isinstance(exc, sqlite3.DatabaseError):
             raise
-        raise error from exc
+        raise read_error(exc, path, "open") from exc
     except BaseException:
         conn.close()
         raise
@@ -436,7 +482,7 @@ def _is_empty(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> bool:
         tables = conn.execute("SELECT count(*) FROM main.sqlite_master").fetchone()[0]
         version = conn.execute("PRAGMA main.user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        raise DatabaseDamagedError(f"{path}: SQLite cannot open it: {exc}", path=str(path)) from exc
+        raise read_error(exc, path, "open") from exc
     refuse_newer_schema(version, path)
     return tables == 0
 
