@@ -363,11 +363,20 @@ _COPY_ATTEMPTS = 3
 
 
 def refuse_same_store(first: str | os.PathLike[str], second: str | os.PathLike[str]) -> None:
-    """Raise UsageError when two paths name one store (or share one lease file)."""
+    """Raise UsageError when two paths name one store (the same path, a symlink, a hard link
+    of the same file, or two names sharing one lease file)."""
     a, b = Path(first).resolve(), Path(second).resolve()
-    if a == b or lock_path_for(a) == lock_path_for(b):
+    if a == b or lock_path_for(a) == lock_path_for(b) or _same_file(a, b):
         raise UsageError(f"{second}: is the same store as {first} (or shares its lease file {lock_path_for(b).name})",
                          hint="pass a different file, with a different name stem, as the destination")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Both exist and are one file (a hard link): the same device and inode."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def create_store(path: str | os.PathLike[str]) -> None:
