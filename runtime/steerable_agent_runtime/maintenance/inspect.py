@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import ExitCode
+from ..errors import DatabaseDamagedError, ExitCode
 from ..storage.access import sibling_path
 from ..storage.specialfiles import refuse_special_files
 from ..storage.lease import lease_holder
@@ -118,6 +118,10 @@ def _tables(conn: ReadOnlyConnection, report: InspectReport, tick: Progress) -> 
         tick("tables", done, len(TABLES))
         report.rows[name] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
         stamp = conn.execute(f"SELECT max({_NEWEST[name]}) FROM {name}").fetchone()[0]
+        if stamp is not None and not isinstance(stamp, str):  # SQLite orders blobs and numbers apart from text
+            raise DatabaseDamagedError(
+                f"{name}.{_NEWEST[name]} holds a {type(stamp).__name__} value, not a text timestamp",
+                table=name, hint="run `steerable-maint check DB` to find the rows, then `steerable-maint repair DB`")
         if stamp is not None and (newest is None or stamp > newest[0]):
             newest = (stamp, name)
     if newest:

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from ...errors import UsageError
+from ...errors import DatabaseDamagedError, UsageError
 from .chatmove import (BatchResult, RowCounts, chats_in_destination, count_rows, drop_leftover_copies, load_batch,
                         move_batch, prepare)
 from ..duration import cutoff_timestamp
@@ -178,6 +178,11 @@ def _eligible(conn: sqlite3.Connection, page: list[str], report: ArchiveReport) 
     for chat_id, active, newest in conn.execute(_NEWEST, (json.dumps(page),)):
         if active and not report.include_active:
             report.chats_skipped["active"] += 1
+        elif not isinstance(newest, str):
+            raise DatabaseDamagedError(
+                f"chat {chat_id!r}: a timestamp column holds a {type(newest).__name__} value, not text:"
+                " archive cannot tell whether the chat is idle; nothing of it was moved",
+                hint="run `steerable-maint check DB` to find the rows, then `steerable-maint repair DB`")
         elif newest >= report.cutoff:
             report.chats_skipped["recent"] += 1
         else:

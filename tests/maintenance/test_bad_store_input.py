@@ -1,0 +1,60 @@
+"""Bad stores and destinations for archive, copy, restore and inspect, through the installed
+script: the store itself under another name as a destination (a hard link or a symlink) is exit 2
+before anything is opened; a non-text value in a timestamp column is exit 3, not a crash. Each is
+one Error line and one Hint line, and the store is unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "healthy" / "sessions.db"
+MAINT = str(Path(sys.executable).with_name("steerable-maint"))
+
+
+def listing(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("link", ["hard", "symlink"])
+@pytest.mark.parametrize("command", [["archive", "--older-than", "1d"], ["copy"]])
+def test_the_store_under_another_name_is_refused_as_destination(tmp_path, link, command):
+    db = tmp_path / "sessions.db"
+    shutil.copy(FIXTURE, db)
+    twin = tmp_path / "twin.db"
+    (os.link if link == "hard" else os.symlink)(db, twin)
+    before = listing(tmp_path)
+    done = subprocess.run([MAINT, command[0], str(db), "--to", str(twin), *command[1:]],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert [line.split(":")[0] for line in lines] == ["Error", "Hint"], done.stderr
+    assert "same store" in lines[0]
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("table,column", [("sessions", "updated_at"), ("messages", "created_at"), ("history", "at")])
+@pytest.mark.parametrize("command", [["inspect"], ["archive", "--to", "{dir}/a.db", "--older-than", "1d"]])
+def test_a_non_text_timestamp_is_exit_3_with_one_line_not_a_crash(tmp_path, table, column, command):
+    import sqlite3
+
+    db = tmp_path / "sessions.db"
+    shutil.copy(FIXTURE, db)
+    conn = sqlite3.connect(db)
+    conn.execute(f"UPDATE {table} SET {column} = X'00ff' WHERE rowid = (SELECT min(rowid) FROM {table})")
+    conn.commit()
+    conn.close()
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    argv = [MAINT, command[0], str(db), *(a.format(dir=tmp_path) for a in command[1:])]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert [line.split(":")[0] for line in lines] == ["Error", "Hint"], done.stderr
+    assert "not text" in lines[0] or "not a text" in lines[0]
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
