@@ -1,7 +1,8 @@
-"""Bad stores and destinations for archive, copy, restore and inspect, through the installed
-script: the store itself under another name as a destination (a hard link or a symlink) is exit 2
-before anything is opened; a non-text value in a timestamp column is exit 3, not a crash. Each is
-one Error line and one Hint line, and the store is unchanged."""
+"""Bad stores and destinations for archive, copy, restore, compact and inspect, through the
+installed script: the store itself under another name as a destination (a hard link or a symlink)
+is exit 2 before anything is opened; a non-text value in a timestamp column, or a store SQLite's
+integrity_check finds damaged given to compact or archive, is exit 3, not a crash or a half-done
+move. Each is one Error line and one Hint line, and the store is unchanged."""
 
 from __future__ import annotations
 
@@ -58,3 +59,24 @@ def test_a_non_text_timestamp_is_exit_3_with_one_line_not_a_crash(tmp_path, tabl
     assert [line.split(":")[0] for line in lines] == ["Error", "Hint"], done.stderr
     assert "not text" in lines[0] or "not a text" in lines[0]
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+DAMAGED = FIXTURE.parents[1] / "integrity-error" / "sessions.db"
+
+
+@pytest.mark.parametrize("command", [["compact", "--traces-older-than", "1d"],
+                                     ["compact", "--traces-older-than", "1d", "--dry-run"],
+                                     ["archive", "--to", "{dir}/a.db", "--older-than", "1d", "--include-active"],
+                                     ["archive", "--to", "{dir}/a.db", "--older-than", "1d"]])
+def test_a_damaged_store_is_refused_by_the_rewriting_jobs_before_any_change(tmp_path, command):
+    db = tmp_path / "sessions.db"
+    shutil.copy(DAMAGED, db)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    argv = [MAINT, command[0], str(db), *(a.format(dir=tmp_path) for a in command[1:])]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert [line.split(":")[0] for line in lines] == ["Error", "Hint"], done.stderr
+    assert "integrity_check reports damage" in lines[0] and "repair" in lines[1]
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert not (tmp_path / "a.db").exists()  # nothing copied: no row can end up in both files

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from ..errors import UsageError
 from .duration import cutoff_timestamp
 from .report import JobReport, Progress, no_progress
-from ..storage.access import open_store, store_bytes, transaction
+from ..storage.access import open_store, refuse_damaged, store_bytes, transaction
 
 _OLD_TRACES = "SELECT trace_id FROM main.traces WHERE started_at < :cutoff"
 
@@ -57,6 +57,7 @@ def compact(path: str | os.PathLike[str], *, older_than: timedelta, now: datetim
     report = CompactReport(path=str(path), dry_run=dry_run, cutoff=cutoff_timestamp(older_than, now),
                            batch_size=batch_size)
     with open_store(path, readonly=dry_run) as conn:
+        refuse_damaged(conn, path, "compact")
         report.bytes_before = store_bytes(path)
         if dry_run:
             _count(conn, report)

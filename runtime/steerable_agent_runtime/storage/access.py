@@ -531,6 +531,23 @@ def connection(path: str | os.PathLike[str], *, readonly: bool) -> Iterator[sqli
         conn.close()
 
 
+def refuse_damaged(conn: sqlite3.Connection, path: str | os.PathLike[str], job: str) -> None:
+    """Raise DatabaseDamagedError when SQLite's ``integrity_check`` finds damage in the store a
+    rewriting job (compact, archive) is about to change: on a damaged b-tree its deletes could
+    fail half-way or miss rows, leaving rows in both files or a VACUUM copying the damage. Reads
+    only (``quick_check`` misses a table and its index disagreeing, which the deletes then meet;
+    integrity_check costs about as long as ``check`` without its row pass)."""
+    try:
+        first = conn.execute("PRAGMA main.integrity_check(1)").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise read_error(exc, path, "read") from exc
+    if first != "ok":
+        raise DatabaseDamagedError(
+            f"{path}: SQLite's integrity_check reports damage ({' '.join(str(first).split())[:200]}); {job} changes"
+            " nothing in a damaged store", path=str(path),
+            hint="run `steerable-maint repair DB` first (`steerable-maint check DB` shows the damage)")
+
+
 def attach(conn: sqlite3.Connection, path: str | os.PathLike[str], alias: str, *, readonly: bool) -> None:
     """ATTACH an already-claimed store as ``alias``, check its markers, WAL and FULL sync for a writer."""
     conn.execute("ATTACH DATABASE ? AS " + alias, (_uri(path, readonly=readonly),))
@@ -543,6 +560,6 @@ __all__ = [
     "SIBLING_SUFFIXES", "FileProbe", "attach", "check_before_open", "check_markers", "claim", "claim_damaged",
     "connect",
     "connection", "create_store", "has_wal_content", "held", "is_store_file", "open_store",
-    "precheck_wal_markers", "probe", "refuse_foreign", "refuse_newer_schema", "refuse_same_store", "sibling_path",
+    "precheck_wal_markers", "probe", "refuse_damaged", "refuse_foreign", "refuse_newer_schema", "refuse_same_store", "sibling_path",
     "store_bytes", "store_files", "store_uri", "transaction", "wal_path",
 ]

@@ -46,7 +46,8 @@ from ..duration import cutoff_timestamp
 from ..codes import finding
 from ..report import Finding, JobReport, Progress, no_progress
 from ...storage.schema import TABLES
-from ...storage.access import FileProbe, attach, connection, create_store, held, probe, refuse_same_store
+from ...storage.access import (FileProbe, attach, connection, create_store, held, probe, refuse_damaged,
+                               refuse_same_store)
 
 _CHAT_KEYS = tuple((name, spec.chat_column) for name, spec in TABLES.items() if spec.chat_column)
 """The tables that name a chat, with the column that does (the others belong to it through a trace)."""
@@ -143,17 +144,25 @@ def archive(path: str | os.PathLike[str], *, to: str | os.PathLike[str], older_t
     progress = progress or no_progress
     # Both files are claimed (probed, refused, leased) before SQLite opens either.
     with held(path, write=not dry_run), _claimed(to, create=True, readonly=dry_run) as found, \
-            connection(path, readonly=dry_run) as conn, _destination(conn, to, found, readonly=dry_run) as created:
-        report.archive_created = created
-        prepare(conn)
-        for page in _chat_pages(conn, batch_size):
-            eligible = _eligible(conn, page, report)
-            if eligible:
-                _archive_batch(conn, eligible, report)
-            if not dry_run and not created:
-                _drop_leftovers(conn, sorted(set(page) - set(eligible)), report)
-            progress("archive chats", report.chats_moved, None)
+            connection(path, readonly=dry_run) as conn:
+        refuse_damaged(conn, path, "archive")  # before the archive file is made or any row copied
+        with _destination(conn, to, found, readonly=dry_run) as created:
+            _archive_chats(conn, report, batch_size, created, dry_run, progress)
     return report
+
+
+def _archive_chats(conn: sqlite3.Connection, report: ArchiveReport, batch_size: int, created: bool,
+                   dry_run: bool, progress: Progress) -> None:
+    """Every page of chats: the eligible ones moved, leftovers of earlier runs dropped."""
+    report.archive_created = created
+    prepare(conn)
+    for page in _chat_pages(conn, batch_size):
+        eligible = _eligible(conn, page, report)
+        if eligible:
+            _archive_batch(conn, eligible, report)
+        if not dry_run and not created:
+            _drop_leftovers(conn, sorted(set(page) - set(eligible)), report)
+        progress("archive chats", report.chats_moved, None)
 
 
 def _chat_pages(conn: sqlite3.Connection, size: int) -> Iterator[list[str]]:
