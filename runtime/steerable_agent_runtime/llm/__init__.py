@@ -6,9 +6,7 @@ import AnthropicProvider`` imports only that module), so importing this package 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ..lazy import lazy_exports
 from .errors import RETRYABLE_KINDS, LLMError, LLMErrorKind, ProviderConfigError, ToolDefinitionError
 from .retry import RetryPolicy
 from .types import CacheRetention, FinishReason, LLMProvider, LLMStreamChunk, LLMUsage, collect
@@ -36,10 +34,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

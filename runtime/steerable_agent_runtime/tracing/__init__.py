@@ -5,9 +5,7 @@ http.client)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ..lazy import lazy_exports
 from .otlp import DEFAULT_SERVICE_NAME, TraceBundle, encode_request, export_request
 from .recorder import (RunHandle, SpanHandle, TraceRecorder, is_sampled, new_span_id,
                        new_trace_id, rejection_threshold)
@@ -20,10 +18,4 @@ __all__ = ["DEFAULT_SERVICE_NAME", "REDACTED", "RunHandle", "SpanHandle", "Trace
            "redact", "rejection_threshold", *sorted(_LAZY)]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

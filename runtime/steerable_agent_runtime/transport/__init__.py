@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ..lazy import lazy_exports
 from .base import SSEEvent, TransportAdapter
 from .jsonrpc import RpcError
 
@@ -24,10 +22,4 @@ _LAZY = {
 __all__ = ["FastAPISseTransport", "RpcError", "SSEEvent", "StdioJsonRpcTransport", "TransportAdapter", "create_app"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
