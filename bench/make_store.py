@@ -318,7 +318,9 @@ def cached_store(directory: str | Path, chats: int, entries: int, *, seed: int =
     db = directory / f"store-{chats}x{entries}-s{seed}-g{GENERATOR_VERSION}.db"
     meta = db.with_suffix(".json")
     if db.exists() and meta.exists():
-        return StoreInfo(**json.loads(meta.read_text()))
+        # The recorded path is where it was generated; the cache may have been moved or
+        # passed as --work from another checkout, so the path is always the one found here.
+        return StoreInfo(**{**json.loads(meta.read_text()), "path": str(db)})
     for stale in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), db.with_suffix(".lock"), meta):
         stale.unlink(missing_ok=True)
     info = make_store(db, chats, entries, seed=seed, progress=progress)
