@@ -34,10 +34,15 @@ from .errors import LLMError, ProviderConfigError
 from .http import ClientCache, require_model, stream_sse_batches, validate_base_url
 from .parts import ImagePart, parse_parts, text_of
 from .tooldefs import function_tools
+from .openai_compat_template import ChunkTemplate, learn
 from .types import CompleteMixin, FinishReason, LLMStreamChunk, LLMUsage
 
 if TYPE_CHECKING:
     from ..models import LLMMessage, ToolCall
+
+#: templates a stream may try to learn freely; after that, one more only once the last read this many chunks
+LEARN_FREELY = 3
+RELEARN_AFTER = 32
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
                                     "function_call": "tool_calls", "content_filter": "content_filter"}
@@ -120,6 +125,14 @@ class OpenAICompatProvider(BearerEndpoint):
             async for batch in batches:  # one async step per network read, not per event
                 for message in batch:
                     data = message.data
+                    template = state.template
+                    if template is not None:  # the hot path: a chunk that is the last one's frame
+                        text = template.text(data)
+                        if text is not None:
+                            state.hits += 1
+                            if text:
+                                yield LLMStreamChunk(text, None)
+                            continue
                     if data == "[DONE]":
                         state.done = True
                         break
@@ -137,7 +150,7 @@ class OpenAICompatProvider(BearerEndpoint):
 class _ChatStream:
     """Assembles one chat/completions stream: content as it comes, tool calls per index."""
 
-    __slots__ = ("calls", "done", "finish_reason", "loads", "provider", "url", "usage")
+    __slots__ = ("calls", "done", "finish_reason", "hits", "learned", "loads", "provider", "template", "url", "usage")
 
     def __init__(self, provider: str, url: str) -> None:
         self.provider = provider
@@ -147,6 +160,9 @@ class _ChatStream:
         self.usage: dict[str, Any] | None = None
         self.done = False
         self.loads = json_loader()
+        self.template: ChunkTemplate | None = None  # see openai_compat_template
+        self.learned = 0  # templates tried
+        self.hits = 0  # chunks the current template read
 
     def feed(self, data: str) -> list[LLMStreamChunk] | None:
         """The chunks one ``data`` field carries (None when it carries none)."""
@@ -185,7 +201,18 @@ class _ChatStream:
                     self._fragments(fragments)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
+        if out is not None and (self.learned < LEARN_FREELY or self.hits >= RELEARN_AFTER):
+            self._learn(data, obj)
         return out
+
+    def _learn(self, data: str, obj: dict[str, Any]) -> None:
+        """Learn the frame of a content chunk (a few tries per stream; more only while the
+        frames learned keep paying: a server whose every chunk differs costs a few parses)."""
+        self.learned += 1
+        self.hits = 0
+        template = learn(data, obj, self.loads)
+        if template is not None:
+            self.template = template
 
     def _fragments(self, fragments: list[dict[str, Any]]) -> None:
         for position, frag in enumerate(fragments):
