@@ -61,36 +61,53 @@ def stores(tmp_path_factory):
     return {"fts5": fts, "like": plain}
 
 
-def _runtime(db, query: str, limit: int) -> list[dict]:
+def _runtime(db, query: str, limit: int, order: str = "recent") -> list[dict]:
     async def go() -> list[dict]:
         store = SqliteStorage(db)
         try:
-            return [s.to_wire() for s in await store.search_sessions(query, limit=limit)]
+            return [s.to_wire() for s in await store.search_sessions(query, limit=limit, order=order)]
         finally:
             await store.close()
 
     return asyncio.run(go())
 
 
+@pytest.mark.parametrize("order", ["recent", "relevance"])
 @pytest.mark.parametrize("query", QUERIES)
 @pytest.mark.parametrize("limit", [1, 2, 20])
-def test_search_ranks_like_the_runtime_with_fts5(stores, query, limit):
-    report = search(stores["fts5"], query, limit=limit)
-    assert report.engine == "fts5"
-    assert report.sessions == _runtime(stores["fts5"], query, limit)
+def test_search_ranks_like_the_runtime_with_fts5(stores, query, limit, order):
+    report = search(stores["fts5"], query, limit=limit, order=order)
+    assert report.engine == "fts5" and report.order == order
+    assert report.sessions == _runtime(stores["fts5"], query, limit, order)
 
 
+@pytest.mark.parametrize("order", ["recent", "relevance"])
 @pytest.mark.parametrize("query", ["apple", "banana", "pie", "zzz", "50%_"])
-def test_search_ranks_like_the_runtime_without_fts(stores, query):
-    report = search(stores["like"], query)
+def test_search_ranks_like_the_runtime_without_fts(stores, query, order):
+    report = search(stores["like"], query, order=order)
     assert report.engine == "like"
-    assert report.sessions == _runtime(stores["like"], query, 20)
+    assert report.sessions == _runtime(stores["like"], query, 20, order)
 
 
-def test_search_best_match_first_and_sessions_in_creation_order(stores):
-    report = search(stores["fts5"], "apple")
+@pytest.mark.parametrize("engine", ["fts5", "like"])
+def test_search_newest_match_first_and_sessions_in_creation_order(stores, engine):
+    report = search(stores[engine], "apple")  # chat-2's "one apple" is newer than all of chat-1's
+    assert report.chats == ["chat-2", "chat-1"]
+    assert [s["sessionId"] for s in report.sessions] == ["s-chat-2-0", "s-chat-2-1", "s-chat-1-0"]
+
+
+@pytest.mark.parametrize("engine", ["fts5", "like"])
+def test_search_by_relevance_best_match_first(stores, engine):
+    report = search(stores[engine], "apple", order="relevance")  # chat-1 says apple five times
     assert report.chats == ["chat-1", "chat-2"]
     assert [s["sessionId"] for s in report.sessions] == ["s-chat-1-0", "s-chat-2-0", "s-chat-2-1"]
+    result = run(stores[engine], "apple", "--order", "relevance", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["chats"] == ["chat-1", "chat-2"]
+
+
+def test_an_unknown_order_is_a_usage_error(stores):
+    result = run(stores["fts5"], "apple", "--order", "best")
+    assert result.exit_code == 2 and "Traceback" not in result.output
 
 
 def test_search_json_twin_prints_exactly_the_report(stores):
@@ -103,6 +120,7 @@ def test_search_human_view_lists_ranked_sessions(stores):
     result = run(stores["fts5"], "apple")
     assert result.exit_code == 0
     assert "2 chat(s) match 'apple'" in result.stdout and "s-chat-2-1" in result.stdout
+    assert "newest match first" in result.stdout
     none = run(stores["fts5"], "durian")
     assert none.exit_code == 0 and "no chat matches 'durian'" in none.stdout
 
@@ -189,5 +207,5 @@ def test_an_index_this_sqlite_cannot_read_falls_back_to_like_in_the_runtime_and_
     conn.commit()
     conn.close()
     report = search(db, "apple")
-    assert report.engine == "like" and report.chats == ["chat-1", "chat-2"]
+    assert report.engine == "like" and report.chats == ["chat-2", "chat-1"]
     assert [s["sessionId"] for s in _runtime(db, "apple", 20)] == [s["sessionId"] for s in report.sessions]

@@ -1,4 +1,4 @@
-"""search_sessions: FTS5 ranking, the LIKE fallback, and rejected queries."""
+"""search_sessions: the two FTS5 orders (recent, relevance), the LIKE fallback, and rejected queries."""
 
 from __future__ import annotations
 
@@ -67,6 +67,11 @@ def test_like_fallback_without_fts5(tmp_path):
     assert [s.session_id for s in run(store.search_sessions("kiwi"))] == ["s-many", "s-many-2", "s-rare"]
     assert [s.session_id for s in run(store.search_sessions("100%_"))] == ["s-none"]
     assert run(store.search_sessions("0%x")) == []  # % and _ are literal, not wildcards
+    run(store.append_message(message("m5", chat="c-rare", content="kiwi once more")))
+    # recent: the chat with the newest match; relevance: the most matches (a tie by chat id)
+    assert [s.session_id for s in run(store.search_sessions("kiwi"))] == ["s-rare", "s-many", "s-many-2"]
+    assert [s.session_id for s in run(store.search_sessions("kiwi", order="relevance"))] == [
+        "s-many", "s-many-2", "s-rare"]
     with pytest.raises(UsageError):
         run(store.search_sessions("   "))
     run(store.close())
@@ -79,16 +84,29 @@ def test_ranking_is_bounded_to_the_newest_candidates(tmp_path):
     run(store.append_message(message("old", chat="c-old", content="fig fig fig fig", minute=1)))
     for i in range(5):
         run(store.append_message(message(f"new{i}", chat="c-new", content=f"a fig among many other words {i}", minute=2)))
-    exact = [s.session_id for s in run(store.search_sessions("fig"))]
+    exact = [s.session_id for s in run(store.search_sessions("fig", order="relevance"))]
     assert exact == ["s-old", "s-new"]  # few matches: exact bm25, the dense old message wins
-    bounded = [s.session_id for s in run(store.search_sessions("fig", candidates=3))]
+    bounded = [s.session_id for s in run(store.search_sessions("fig", order="relevance", candidates=3))]
     assert bounded == ["s-new"]  # only the 3 newest matches are ranked
+    # the default order: the chat with the newest match first, whatever the density
+    assert [s.session_id for s in run(store.search_sessions("fig"))] == ["s-new", "s-old"]
+    # recent is exact, with no candidate bound: the old chat is found however many newer matches
+    assert [s.session_id for s in run(store.search_sessions("fig", candidates=3))] == ["s-new", "s-old"]
     run(store.close())
 
 
-def test_ranked_chats_equal_the_sql_join_they_replace(tmp_path):
-    # matching_chats sorts the candidates and looks their chats up in Python, only until
-    # `limit` chats: the same chats in the same order as the one SQL statement ranking all.
+def test_an_unknown_order_is_a_usage_error_with_a_hint(tmp_path):
+    store = SqliteStorage(tmp_path / "s.db")
+    populate(store)
+    with pytest.raises(UsageError) as err:
+        run(store.search_sessions("kiwi", order="best"))
+    assert "recent" in err.value.hint and err.value.exit_code == 2
+    run(store.close())
+
+
+def test_ordered_chats_equal_the_sql_statement_they_replace(tmp_path):
+    # matching_chats reads or sorts the candidates and looks their chats up in Python, only
+    # until `limit` chats: the same chats in the same order as the one SQL statement per order.
     import random
 
     from steerable_agent_runtime.storage.search import _FTS_SQL, _first_chats, matching_chats
@@ -105,8 +123,13 @@ def test_ranked_chats_equal_the_sql_join_they_replace(tmp_path):
     for query in ["kiwi", "yuzu", "plum fig", "apple OR date", "lime NOT kiwi", "nomatch"]:
         for limit in (0, 1, 3, 20, 100):
             for candidates in (5, 50, 500):
-                expected = _first_chats(store.conn.execute(_FTS_SQL, (query, candidates)), limit)
-                assert matching_chats(store.conn, query, limit, fts=True, candidates=candidates) == ("fts5", expected)
-        sessions = [s for chat in expected for s in run(store.list_sessions(chat_id=chat))]
-        assert run(store.search_sessions(query, limit=100, candidates=500)) == sessions
+                expected = _first_chats(store.conn.execute(_FTS_SQL["relevance"], (query, candidates)), limit)
+                assert matching_chats(store.conn, query, limit, fts=True, order="relevance",
+                                      candidates=candidates) == ("fts5", expected)
+            recent = _first_chats(store.conn.execute(_FTS_SQL["recent"], (query,)), limit)
+            assert matching_chats(store.conn, query, limit, fts=True) == ("fts5", recent)
+        for order in ("relevance", "recent"):
+            expected = _first_chats(store.conn.execute(_FTS_SQL[order], (query, 500)[:1 + (order == "relevance")]), 100)
+            sessions = [s for chat in expected for s in run(store.list_sessions(chat_id=chat))]
+            assert run(store.search_sessions(query, limit=100, order=order, candidates=500)) == sessions
     store.close_sync()

@@ -216,6 +216,16 @@ def test_search_ranks_best_chat_first_and_follows_updates(search_store):
     assert "s-rare" not in ids(run(search_store.search_sessions("weather")))
     with pytest.raises(UsageError):
         run(search_store.search_sessions("  "))
+    with pytest.raises(UsageError):
+        run(search_store.search_sessions("kiwi", order="best"))
+
+
+def test_search_orders_recent_and_relevance(search_store):
+    run(search_store.append_message(message("m5", chat="c-rare", content="kiwi once more")))
+    assert ids(run(search_store.search_sessions("kiwi"))) == ["s-rare", "s-many", "s-many-2"]  # newest match
+    assert ids(run(search_store.search_sessions("kiwi", limit=1))) == ["s-rare"]
+    # "kiwi kiwi kiwi" is the best match on both engines
+    assert ids(run(search_store.search_sessions("kiwi", order="relevance"))) == ["s-many", "s-many-2", "s-rare"]
 
 
 def test_postgres_search_takes_web_search_syntax(pg_url):

@@ -1,16 +1,17 @@
-"""search: which sessions' chats mention a query, read-only, ranked like the runtime ranks them.
+"""search: which sessions' chats mention a query, read-only, ordered like the runtime orders them.
 
 The same code as ``SqliteStorage.search_sessions`` (storage/search.py): with the store's FTS5
-index the query is FTS5 syntax and chats come best bm25 match first among the newest 500
-matching messages; without it (or without FTS5 in this SQLite) it is a substring match,
-chats ranked by matching messages. ``limit`` caps the chats; each chat's sessions come in
-(created_at, session_id) order.
+index the query is FTS5 syntax; ``order="recent"`` (the default) puts chats in order of their
+newest matching message, ``order="relevance"`` puts the best bm25 match first among the
+newest 500 matching messages. Without the index (or without FTS5 in this SQLite) it is a
+substring match (relevance: chats ranked by matching messages). ``limit`` caps the chats;
+each chat's sessions come in (created_at, session_id) order.
 
 Guarantees: reads through :func:`read_store` (no lease, no byte changed, no file created;
 committed ``-wal`` rows are searched). Every session row is checked against its CRC-32 and
 decoded; a row that fails is not shown and is reported as a ``row-checksum-mismatch`` or
 ``row-json-invalid`` finding (exit 1), never dropped silently. Raises UsageError for an
-empty query or one the FTS5 syntax rejects (with a hint), SchemaTooNewError for a newer
+empty query, an unknown order or one the FTS5 syntax rejects (with a hint), SchemaTooNewError for a newer
 schema, and what ``open_readonly`` raises for a file that is not a readable store.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 from ..errors import UsageError
 from ..storage.checksum import identity_sql, store_checker
 from ..storage.schema import has_fts
-from ..storage.search import matching_chats
+from ..storage.search import check_query, matching_chats
 from .codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
@@ -37,22 +38,23 @@ class SearchReport(JobReport):
     query: str
     engine: str = ""
     limit: int = 20
+    order: str = "recent"
     chats: list[str] = []
     sessions: list[dict[str, Any]] = []
 
 
-def search(path: str | os.PathLike[str], query: str, *, limit: int = 20,
+def search(path: str | os.PathLike[str], query: str, *, limit: int = 20, order: str = "recent",
            progress: Progress | None = None) -> SearchReport:
     """Search the chat messages of the store at ``path`` (see the module docstring)."""
-    if not query.strip():
-        raise UsageError("empty search query", hint="pass one or more words to search for")
+    check_query(query, order)
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, not {limit}", hint="pass --limit 1 or more")
     tick = progress or no_progress
 
     def read(conn: ReadOnlyConnection) -> SearchReport:
-        log, report = FindingLog(max_per_code=20), SearchReport(path=str(path), query=query, limit=limit)
-        report.engine, report.chats = matching_chats(conn, query, limit, fts=has_fts(conn))
+        log, report = FindingLog(max_per_code=20), SearchReport(path=str(path), query=query, limit=limit,
+                                                               order=order)
+        report.engine, report.chats = matching_chats(conn, query, limit, fts=has_fts(conn), order=order)
         for done, chat_id in enumerate(report.chats):
             tick("sessions", done, len(report.chats))
             report.sessions.extend(_sessions(conn, chat_id, log))

@@ -89,10 +89,14 @@ AT_HEAD = " WHERE (SELECT coalesce(max(seq), 0) FROM history WHERE record_id = :
 """The guard of the fast append: insert only while the record's head is still ``:head`` (else
 no row; a concurrent writer's uncommitted entry at the same seq makes the key conflict)."""
 
-SEARCH_SQL = (
-    "SELECT chat_id FROM (SELECT chat_id, pos, ts_rank(to_tsvector('simple', steerable_message_text(data)), q) AS r"
-    " FROM messages, websearch_to_tsquery('simple', :q) AS q"
-    " WHERE to_tsvector('simple', steerable_message_text(data)) @@ q ORDER BY pos DESC LIMIT :n) f"
-    " ORDER BY r DESC, pos DESC")
-"""The newest ``:n`` matching messages ranked by ts_rank; chats in order of their best
-message (the same bounded ranking as SQLite's bm25, storage/search.py)."""
+_MATCHES = ("FROM messages, websearch_to_tsquery('simple', :q) AS q"
+            " WHERE to_tsvector('simple', steerable_message_text(data)) @@ q")
+SEARCH_SQL = {
+    "relevance": (
+        "SELECT chat_id FROM (SELECT chat_id, pos, ts_rank(to_tsvector('simple', steerable_message_text(data)), q) AS r"
+        f" {_MATCHES} ORDER BY pos DESC LIMIT :n) f ORDER BY r DESC, pos DESC"),
+    "recent": f"SELECT chat_id {_MATCHES} GROUP BY chat_id ORDER BY max(pos) DESC",
+}
+"""Chat ids best first, per search order: ``relevance`` ranks the newest ``:n`` matching
+messages by ts_rank, chats in order of their best message; ``recent`` orders chats by their
+newest matching message (the same orders as SQLite's, storage/search.py)."""

@@ -89,6 +89,7 @@ from .search import (
     QUOTE_HINT,
     SEARCH_CANDIDATES,
     _first_chats,
+    check_query,
     like_pattern,
 )
 
@@ -491,36 +492,37 @@ class SqlAlchemyStorage:
             return (await conn.execute(_CHECKPOINT, {"r": record_id})).scalar()
 
     # search ---------------------------------------------------------------------------
-    async def search_sessions(self, query: str, *, limit: int = 20,
+    async def search_sessions(self, query: str, *, limit: int = 20, order: str = "recent",
                               candidates: int = SEARCH_CANDIDATES) -> list[AgentSession]:
         """Sessions whose chat messages match ``query``, best-matching chat first.
 
         PostgreSQL: ``websearch_to_tsquery('simple', query)`` (words, "quoted phrases", -not,
-        or) against the GIN index; the newest ``candidates`` matching messages are ranked by
-        ts_rank and chats come in order of their best message. SQLite: exactly
-        SqliteStorage's search (FTS5 with bm25, or the escaped LIKE). At most ``limit``
-        chats; each chat's sessions in (created_at, session_id) order. Raises UsageError for
-        an empty query or one FTS5 rejects.
+        or) against the GIN index; ``order="recent"`` (the default) puts chats in order of
+        their newest matching message, ``order="relevance"`` ranks the newest ``candidates``
+        matching messages by ts_rank, chats in order of their best message. SQLite: exactly
+        SqliteStorage's search (FTS5, or the escaped LIKE). At most ``limit`` chats; each
+        chat's sessions in (created_at, session_id) order. Raises UsageError for an empty
+        query, an unknown order or a query FTS5 rejects.
         """
-        if not query.strip():
-            raise UsageError("empty search query", hint="pass one or more words to search for")
+        check_query(query, order)
         if not self._opened:
             await self.open()
-        chats = _first_chats(await self._matching_rows(query, candidates), limit)
+        chats = _first_chats(await self._matching_rows(query, order, candidates), limit)
         found: list[AgentSession] = []
         for chat_id in chats:
             found.extend(await self.list_sessions(chat_id=chat_id))
         return found
 
-    async def _matching_rows(self, query: str, candidates: int) -> Sequence[Any]:
+    async def _matching_rows(self, query: str, order: str, candidates: int) -> Sequence[Any]:
         if self.backend == "postgresql":
             async with self._connect() as conn:
-                return (await conn.execute(_SEARCH_PG, {"q": query, "n": candidates})).all()
+                return (await conn.execute(_SEARCH_PG[order], {"q": query, "n": candidates})).all()
         try:
             async with self._connect() as conn:
                 if self.fts:
-                    return (await conn.exec_driver_sql(_FTS_SQL, (query, candidates))).all()
-                return (await conn.exec_driver_sql(_LIKE_SQL, (like_pattern(query),))).all()
+                    params = (query, candidates) if order == "relevance" else (query,)
+                    return (await conn.exec_driver_sql(_FTS_SQL[order], params)).all()
+                return (await conn.exec_driver_sql(_LIKE_SQL[order], (like_pattern(query),))).all()
         except StoreServerError as exc:  # damage and lost connections have their own classes
             reason = exc.message.rsplit("refused a statement: ", 1)[-1]
             if self.fts and not any(word in reason for word in _DAMAGE_WORDS):
@@ -598,7 +600,7 @@ _INSERT_HISTORY = text("INSERT INTO history (record_id, seq, v, type, at, data, 
                        " VALUES (:r, :seq, :v, :type, :at, :data, :crc)")
 _INSERT_HISTORY_ARRAYS = text(pgschema.INSERT_HISTORY_ARRAYS)
 _INSERT_AT_HEAD = text(pgschema.INSERT_HISTORY_ARRAYS + pgschema.AT_HEAD)
-_SEARCH_PG = text(pgschema.SEARCH_SQL)
+_SEARCH_PG = {order: text(sql) for order, sql in pgschema.SEARCH_SQL.items()}
 _UPSERTS: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 

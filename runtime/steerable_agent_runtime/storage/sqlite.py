@@ -268,18 +268,20 @@ class SqliteStorage:
         return rows[0][0]
 
     # search ---------------------------------------------------------------------------
-    async def search_sessions(self, query: str, *, limit: int = 20,
+    async def search_sessions(self, query: str, *, limit: int = 20, order: str = "recent",
                               candidates: int = SEARCH_CANDIDATES) -> list[AgentSession]:
         """Sessions whose chat messages match ``query``, best-matching chat first.
 
-        With FTS5 the query is FTS5 syntax; the newest ``candidates`` matching messages are
-        ranked by bm25 (exact whenever no more than that match; see storage/search.py for
-        why the bound). Without FTS5 it is a substring match ranked by the number of
-        matching messages. At most ``limit`` chats; each chat's sessions in (created_at,
-        session_id) order. Raises UsageError for an empty query or one FTS5 rejects.
+        With FTS5 the query is FTS5 syntax. ``order="recent"`` (the default): chats in order
+        of their newest matching message. ``order="relevance"``: the newest ``candidates``
+        matching messages are ranked by bm25 (exact whenever no more than that match).
+        storage/search.py says why recent is the default. Without FTS5 it is a substring
+        match (relevance: ranked by the number of matching messages). At most ``limit``
+        chats; each chat's sessions in (created_at, session_id) order. Raises UsageError for
+        an empty query, an unknown order or a query FTS5 rejects.
         """
         with self._lock, self._damage_as_error():
-            _, chats = matching_chats(self.conn, query, limit, fts=self.fts, candidates=candidates)
+            _, chats = matching_chats(self.conn, query, limit, fts=self.fts, order=order, candidates=candidates)
             if not chats:
                 return []
             # One statement for every chat's sessions (list_sessions per chat was one each).
