@@ -4,8 +4,9 @@ CPU time per chunk of each layer and the increment over the one before (used by
 
 Layers, each including the ones before it, all reading the same replayed stream over real HTTP:
 1. ``http``: httpx streaming the body (``aiter_bytes``), nothing parsed;
-2. ``sse``: + the SSE decoder (events, not yet JSON);
-3. ``provider``: OpenAICompatProvider.stream (+ JSON parse, LLMStreamChunk, its iterator);
+2. ``sse``: + the SSE decoder (each event's data, ``feed_data``, not yet JSON);
+3. ``provider``: OpenAICompatProvider.stream (+ the chunk read through its template or a full
+   JSON parse, LLMStreamChunk, its iterator);
 4. ``loop``: CoreLoop.run on an InMemoryStorage (+ the loop's events and the record);
 5. ``relay``: the sidecar's StreamManager (+ trace recorder, session, the notification bytes
    queued and written by StdioJsonRpcTransport to /dev/null).
@@ -52,7 +53,7 @@ async def _layers(base_url: str, chunks: int, reps: int, small_url: str | None) 
         decoder = SSEDecoder()
         async with client.stream("POST", url, content=b"{}") as response:
             async for data in response.aiter_bytes():
-                decoder.feed(data)
+                decoder.feed_data(data)  # what chat/completions reads: each event's data
 
     async def provider(base: str = base_url) -> None:
         async for _ in OpenAICompatProvider("m", base, client=client).stream(messages):

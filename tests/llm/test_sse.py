@@ -126,3 +126,28 @@ def test_the_whole_event_fast_path_decodes_like_the_line_rules(atoms, cuts):
     assert decode(raw) == expected
     assert decode(*chunks) == expected
     assert decode(*[raw[i:i + 1] for i in range(len(raw))]) == expected
+
+
+def decode_data(*chunks: bytes) -> tuple[list[str], str]:
+    decoder = SSEDecoder()
+    out: list[str] = []
+    for chunk in chunks:
+        out.extend(decoder.feed_data(chunk))
+    return out, decoder.last_event_id
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(ATOMS), max_size=30), st.lists(st.integers(min_value=0, max_value=400), max_size=6))
+def test_feed_data_gives_the_data_of_the_same_events(atoms, cuts):
+    """feed_data (what chat/completions reads) is feed without the message objects: the same
+    events' data, in order, in any split, and the same last event id."""
+    raw = b"".join(atoms)
+    points = sorted({c for c in cuts if c <= len(raw)})
+    chunks = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)])]
+    expected = reference(raw)
+    whole = SSEDecoder()
+    whole.feed(raw)
+    for pieces in ((raw,), chunks):
+        data, seen_id = decode_data(*pieces)
+        assert data == [m.data for m in expected]
+        assert seen_id == whole.last_event_id

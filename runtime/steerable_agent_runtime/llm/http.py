@@ -32,7 +32,7 @@ from .classify import (
     transport_error,
 )
 from .errors import LLMError, ProviderConfigError
-from .sse import SSEDecoder, SSEMessage, aiter_sse_batches
+from .sse import SSEDecoder, SSEMessage, aiter_sse_batches, aiter_sse_data_batches
 
 log = logging.getLogger("steerable_agent_runtime.llm")
 
@@ -174,11 +174,14 @@ async def stream_sse_batches(
     provider: str,
     secrets: Iterable[str | None] = (),
     decoder: SSEDecoder | None = None,
-) -> AsyncIterator[list[SSEMessage]]:
+    data_only: bool = False,
+) -> AsyncIterator[list[Any]]:
     """:func:`stream_sse`, one list of events per network read (never an empty one).
 
     Same requests, errors and guarantees; for a provider that wants one async step per read
-    rather than per event (:func:`~.sse.aiter_sse_batches`).
+    rather than per event (:func:`~.sse.aiter_sse_batches`). ``data_only``: lists of the
+    events' data strings instead of :class:`~.sse.SSEMessage` objects (for a wire whose
+    reader looks at nothing else, :func:`~.sse.aiter_sse_data_batches`).
     """
     secrets = tuple(secrets)
     sent = {"content-type": "application/json", "accept": "text/event-stream", **headers}
@@ -192,7 +195,7 @@ async def stream_sse_batches(
             ctype = response.headers.get("content-type", "")
             if "json" in ctype and "event-stream" not in ctype:
                 raise _json_instead_of_stream(await response.aread(), url=url, provider=provider, secrets=secrets)
-            async for batch in aiter_sse_batches(response, decoder):
+            async for batch in (aiter_sse_data_batches if data_only else aiter_sse_batches)(response, decoder):
                 yield batch
     except httpx.HTTPError as exc:
         raise transport_error(exc, url=url, provider=provider, secrets=secrets) from exc

@@ -119,12 +119,11 @@ class OpenAICompatProvider(BearerEndpoint):
         body = self.build_body(messages, tools=tools, temperature=temperature, **options)
         state = _ChatStream(self.name, self.url)
         batches = stream_sse_batches(self._clients.get(), self.url, headers=self.headers(), body=body,
-                                     provider=self.name, secrets=(self._api_key,))
+                                     provider=self.name, secrets=(self._api_key,), data_only=True)
         feed = state.feed
         async with aclosing(batches):
             async for batch in batches:  # one async step per network read, not per event
-                for message in batch:
-                    data = message.data
+                for data in batch:  # each event's data: this wire reads neither type nor id
                     template = state.template
                     if template is not None:  # the hot path: a chunk that is the last one's frame
                         text = template.text(data)

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SSEDecoder", "SSEMessage", "aiter_sse_batches", "aiter_sse_messages"]
+__all__ = ["SSEDecoder", "SSEMessage", "aiter_sse_batches", "aiter_sse_data_batches", "aiter_sse_messages"]
 
 
 @dataclass(slots=True)
@@ -69,7 +69,14 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[SSEMessage]:
         """Decode ``chunk`` and return the events it completed, in order."""
         text = self._utf8.decode(chunk)
-        return self._feed_text(text) if text else []
+        return self._feed_text(text, False) if text else []
+
+    def feed_data(self, chunk: bytes) -> list[str]:
+        """:meth:`feed` for a reader that needs only the events' data (not their type, id or
+        retry): the ``data`` of each event ``chunk`` completed, in order. The same decoding and
+        state (``last_event_id`` included); only no :class:`SSEMessage` is built."""
+        text = self._utf8.decode(chunk)
+        return self._feed_text(text, True) if text else []
 
     def close(self) -> bool:
         """End of stream. True when an undispatched fragment (a line or an event) was left over.
@@ -84,7 +91,7 @@ class SSEDecoder:
         self._in_event = False
         return leftover
 
-    def _feed_text(self, text: str) -> list[SSEMessage]:
+    def _feed_text(self, text: str, data_only: bool) -> list[Any]:
         if self._skip_lf:
             self._skip_lf = False
             if text[0] == "\n":
@@ -104,18 +111,19 @@ class SSEDecoder:
             return []
         text = self._pending + text
         self._pending = ""
-        out: list[SSEMessage] = []
+        out: list[Any] = []
         if not self._in_event and "\n\n" in text:
-            text = self._events(text, out)
+            text = self._events(text, out, data_only)
         lines = text.split("\n")
         self._pending = lines.pop()
-        self._lines(lines, out)
+        self._lines(lines, out, data_only)
         return out
 
-    def _events(self, text: str, out: list[SSEMessage]) -> str:
+    def _events(self, text: str, out: list[Any], data_only: bool) -> str:
         """The hot path, at an event boundary: each piece ending in a blank line is one event;
-        a lone ``data:`` line (every event of a provider's stream) becomes a message directly,
-        any other piece goes through :meth:`_lines`. Returns the text after the last blank line.
+        a lone ``data:`` line (every event of a provider's stream) becomes a message (or its
+        data) directly, any other piece goes through :meth:`_lines`. Returns the text after the
+        last blank line.
 
         At a boundary (``_in_event`` False) the event type and retry were reset by the last
         dispatch, and a piece ends with a blank line, so the boundary holds after each piece.
@@ -123,21 +131,24 @@ class SSEDecoder:
         pieces = text.split("\n\n")
         rest = pieces.pop()
         last_id = self._last_id
+        add = out.append
         for piece in pieces:
-            if piece[:5] == "data:" and "\n" not in piece:
-                out.append(SSEMessage("message", piece[6:] if piece[5:6] == " " else piece[5:], last_id))
+            if piece[:6] == "data: " and "\n" not in piece:
+                add(piece[6:] if data_only else SSEMessage("message", piece[6:], last_id))
+            elif piece[:5] == "data:" and "\n" not in piece:
+                add(piece[5:] if data_only else SSEMessage("message", piece[5:], last_id))
             else:
-                self._lines(piece.split("\n"), out)
-                self._lines(("",), out)  # the blank line that ended the piece
+                self._lines(piece.split("\n"), out, data_only)
+                self._lines(("",), out, data_only)  # the blank line that ended the piece
                 last_id = self._last_id
         return rest
 
-    def _lines(self, lines: Any, out: list[SSEMessage]) -> None:
+    def _lines(self, lines: Any, out: list[Any], data_only: bool) -> None:
         for line in lines:
             if line:
                 self._field(line)
             elif self._in_event:
-                self._dispatch(out)
+                self._dispatch(out, data_only)
 
     def _field(self, line: str) -> None:
         self._in_event = True
@@ -161,11 +172,11 @@ class SSEDecoder:
         elif name == "retry" and value.isascii() and value.isdigit():
             self._retry = int(value)
 
-    def _dispatch(self, out: list[SSEMessage]) -> None:
+    def _dispatch(self, out: list[Any], data_only: bool) -> None:
         data = self._data
         if data:
-            out.append(SSEMessage(self._event or "message", data[0] if len(data) == 1 else "\n".join(data),
-                                  self._last_id, self._retry))
+            joined = data[0] if len(data) == 1 else "\n".join(data)
+            out.append(joined if data_only else SSEMessage(self._event or "message", joined, self._last_id, self._retry))
         self._data = []
         self._event = ""
         self._retry = None
@@ -192,5 +203,15 @@ async def aiter_sse_batches(response: Any, decoder: SSEDecoder | None = None) ->
     decoder = decoder or SSEDecoder()
     async for chunk in response.aiter_bytes():
         batch = decoder.feed(chunk)
+        if batch:
+            yield batch
+
+
+async def aiter_sse_data_batches(response: Any, decoder: SSEDecoder | None = None) -> AsyncIterator[list[str]]:
+    """:func:`aiter_sse_batches` for a reader that needs only each event's data
+    (:meth:`SSEDecoder.feed_data`): one non-empty list of data strings per network read."""
+    decoder = decoder or SSEDecoder()
+    async for chunk in response.aiter_bytes():
+        batch = decoder.feed_data(chunk)
         if batch:
             yield batch
