@@ -122,12 +122,16 @@ class StdioJsonRpcTransport:
             return
         self._out.append(line)
         if not self._flush_scheduled:
-            try:
-                asyncio.get_running_loop().call_soon(self.flush)
-            except RuntimeError:  # no loop (synchronous use): write at once
-                self.flush()
-                return
-            self._flush_scheduled = True
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        """Flush right after this event-loop iteration (at once when there is no loop)."""
+        try:
+            asyncio.get_running_loop().call_soon(self.flush)
+        except RuntimeError:  # no loop (synchronous use): write at once
+            self.flush()
+            return
+        self._flush_scheduled = True
 
     def flush(self) -> None:
         """Write everything queued, whole lines only, blocking while the host's pipe is full
@@ -159,10 +163,13 @@ class StdioJsonRpcTransport:
         sid = encode_basestring_ascii(stream_id).encode()
         heads = {key: b'{"jsonrpc":"2.0","method":"stream.chunk","params":{"streamId":' + sid + b',"'
                  + key.encode() + b'":' for key in ("delta", "reasoningDelta")}
-        queue = self._write_line
+        out = self._out  # never rebound: flush clears it in place
 
-        def write(key: str, text: str) -> None:
-            queue(heads[key] + encode_basestring_ascii(text).encode() + b"}}\n")
+        def write(key: str, text: str) -> None:  # _write_line, inlined: this runs once per chunk
+            if not self.host_gone:
+                out.append(heads[key] + encode_basestring_ascii(text).encode() + b"}}\n")
+                if not self._flush_scheduled:
+                    self._schedule_flush()
 
         return write
 
