@@ -48,11 +48,18 @@ class Attempt:
             stream = None
             try:
                 stream = provider.stream(list(transcript), tools=tools or None, **options)
+                text = self.text
                 async for chunk in stream:
-                    if chunk.content_delta or chunk.reasoning_delta:
-                        for event in self._deltas(chunk):
-                            yield event
-                    self._take(chunk)
+                    content = chunk.content_delta
+                    if (content and not chunk.reasoning_delta and chunk.tool_call is None and chunk.usage is None
+                            and chunk.finish_reason is None):  # most chunks: text and nothing else
+                        text.append(content)
+                        yield LoopEvent("content_delta", {"delta": content})
+                    else:
+                        if content or chunk.reasoning_delta:
+                            for event in self._deltas(chunk):
+                                yield event
+                        self._take(chunk)
                     if cancel is not None and cancel.is_set():
                         self.cancelled = True
                         break
