@@ -21,7 +21,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,11 +76,15 @@ class CoreLoop:
     ``tools`` is a ToolRouter or any object with ``describe()`` and ``async execute(call, ctx)``
     (None: no tools). ``approver`` is ``async (call, mode, ctx) -> bool`` for ``local`` and
     ``destructive`` calls; without one they are denied. ``recorder`` is a TraceRecorder.
+    ``text_sink`` (a relay's hot path): ``sink(kind, delta)``, called synchronously, in order,
+    for each ``content_delta`` / ``reasoning_delta`` instead of yielding that event (every
+    other event, and the text the record keeps, are unchanged).
     """
 
     def __init__(self, provider: Any, tools: Any = None, *, config: LoopConfig | None = None,
                  hooks: LoopHooks | None = None, storage: Any = None, record_id: str | None = None,
-                 recorder: Any = None, approver: Approver | None = None) -> None:
+                 recorder: Any = None, approver: Approver | None = None,
+                 text_sink: Callable[[str, str], None] | None = None) -> None:
         self.provider = provider
         self.tools = tools if tools is not None else ToolRouter()
         self.config = config or _DEFAULT_CONFIG
@@ -89,6 +93,7 @@ class CoreLoop:
         self.record_id = record_id
         self.recorder = recorder
         self.approver = approver
+        self.text_sink = text_sink
         self.transcript: list[LLMMessage] = []
         self.usage = LLMUsage()
         self.trace_id: str | None = None
@@ -206,7 +211,8 @@ class CoreLoop:
                             outcome = Attempt(t.round, attempt)
                             t.ctx.attempt = attempt
                             async for event in outcome.stream(self.provider, t.transcript, self.tools.describe(),
-                                                              self.config.request_options(), run, self._cancel_event):
+                                                              self.config.request_options(), run, self._cancel_event,
+                                                              self.text_sink):
                                 yield event
                             events, retry = await self._after_attempt(t, outcome)
                             for event in events:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from ..llm.types import LLMUsage
@@ -39,8 +39,10 @@ class Attempt:
                           tool_calls=[c.to_wire() for c in self.calls] or None)
 
     async def stream(self, provider: Any, transcript: Sequence[LLMMessage], tools: list[dict[str, Any]],
-                     options: dict[str, Any], run: Any, cancel: asyncio.Event | None) -> AsyncIterator[LoopEvent]:
-        """Run the attempt, yielding llm_request, the deltas and llm_response."""
+                     options: dict[str, Any], run: Any, cancel: asyncio.Event | None,
+                     sink: Callable[[str, str], None] | None = None) -> AsyncIterator[LoopEvent]:
+        """Run the attempt, yielding llm_request, the deltas (given to ``sink(kind, delta)``
+        instead, when there is one) and llm_response."""
         yield LoopEvent("llm_request", {"round": self.round, "attempt": self.attempt})
         attrs = {"llm.model": getattr(provider, "model", None), "llm.provider": getattr(provider, "name", None),
                  "llm.round": self.round} if run.trace_id is not None else None
@@ -54,11 +56,17 @@ class Attempt:
                     if (content and not chunk.reasoning_delta and chunk.tool_call is None and chunk.usage is None
                             and chunk.finish_reason is None):  # most chunks: text and nothing else
                         text.append(content)
-                        yield LoopEvent("content_delta", {"delta": content})
+                        if sink is None:
+                            yield LoopEvent("content_delta", {"delta": content})
+                        else:
+                            sink("content_delta", content)
                     else:
                         if content or chunk.reasoning_delta:
                             for event in self._deltas(chunk):
-                                yield event
+                                if sink is None:
+                                    yield event
+                                else:
+                                    sink(event.kind, event.data["delta"])
                         self._take(chunk)
                     if cancel is not None and cancel.is_set():
                         self.cancelled = True
