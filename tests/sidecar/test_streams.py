@@ -62,6 +62,10 @@ def test_two_round_chat_with_a_host_tool_then_resumed_by_a_second_sidecar(spawn,
         assert deltas(sc, stream_id) == "It is sunny."
         chunks = sc.notifications_of("stream.chunk", stream_id)
         assert [c["toolCall"]["name"] for c in chunks if "toolCall" in c] == ["get_weather"]
+        # the deltas (written by the loop's text sink) keep their place among the other chunks
+        assert [next(k for k in c if k != "streamId") for c in chunks] == ["toolCall", "toolResult", "delta", "delta"]
+        mine = [n["method"] for n in list(sc.notifications) if n["params"].get("streamId") == stream_id]
+        assert mine[-1] == "stream.done" and mine.count("stream.done") == 1
         assert [c["toolResult"]["success"] for c in chunks if "toolResult" in c] == [True]
         invoke = sc.reverse_requests[0]["params"]
         assert invoke == {"name": "get_weather", "arguments": {"city": "Lisbon"}, "callId": "call_1", "chatId": "c1"}

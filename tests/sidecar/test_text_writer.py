@@ -30,8 +30,10 @@ def drain(read_fd: int) -> bytes:
         out += piece
 
 
-@pytest.mark.parametrize("key", ["delta", "reasoningDelta"])
-def test_text_chunk_writer_bytes_equal_the_generic_encoding(key):
+@pytest.mark.parametrize("key,wire", [("delta", "delta"), ("reasoningDelta", "reasoningDelta"),
+                                      ("content_delta", "delta"), ("reasoning_delta", "reasoningDelta")])
+def test_text_chunk_writer_bytes_equal_the_generic_encoding(key, wire):
+    """Under the wire key, or the loop's event kind (the writer is the loop's text_sink)."""
     read_fd, write_fd = os.pipe()
     try:
         os.set_blocking(write_fd, True)
@@ -40,7 +42,7 @@ def test_text_chunk_writer_bytes_equal_the_generic_encoding(key):
         expected = b""
         for text in TEXTS[:-1]:
             write(key, text)
-            expected += encode(notification_message("stream.chunk", {"streamId": "st-0123456789abcdef", key: text}))
+            expected += encode(notification_message("stream.chunk", {"streamId": "st-0123456789abcdef", wire: text}))
         transport.flush()
         got = drain(read_fd)
     finally:

@@ -14,9 +14,10 @@ from .providers import build_provider, compaction_hooks
 
 
 def make_loop(args: ChatStream, *, tools: Any, approver: Any, storage: StorageAdapter, recorder: Any,
-              client: Any = None) -> Any:
+              client: Any = None, text_sink: Any = None) -> Any:
     """A CoreLoop for one stream: the provider (on the shared HTTP ``client`` when given), the
-    host's tools, the record and the recorder."""
+    host's tools, the record, the recorder, and the relay's ``text_sink`` (when given, the
+    deltas go to it instead of coming as events)."""
     from ..loop import CoreLoop, LoopConfig
 
     provider = build_provider(args.provider, client=client)
@@ -24,7 +25,8 @@ def make_loop(args: ChatStream, *, tools: Any, approver: Any, storage: StorageAd
                         tool_timeout_s=args.tool_timeout_s + 1.0, temperature=args.temperature,
                         max_tokens=args.provider.max_tokens)
     return CoreLoop(provider, tools, config=config, hooks=compaction_hooks(args.max_context_tokens),
-                    storage=storage, record_id=args.chat_id, recorder=recorder, approver=approver)
+                    storage=storage, record_id=args.chat_id, recorder=recorder, approver=approver,
+                    text_sink=text_sink)
 
 
 def events_of(loop: Any, args: ChatStream, session: AgentSession) -> AsyncIterator[Any]:

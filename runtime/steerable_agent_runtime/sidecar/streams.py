@@ -15,8 +15,10 @@ Guarantees:
 - The streams share one HTTP client (one TLS context, pooled keep-alive connections to the
   model), opened with the first stream and closed by ``aclose``.
 - Content and reasoning deltas on the default sink go through the transport's
-  ``text_chunk_writer`` when it has one (the same notification bytes, without an await and
-  a generic JSON encode per chunk): one notification per chunk, in order, nothing merged.
+  ``text_chunk_writer`` when it has one, which the loop calls itself (CoreLoop
+  ``text_sink``: no LoopEvent, no generator hop, no await and no generic JSON encode per
+  chunk; the same notification bytes): one notification per chunk, in order with every other
+  notification of the stream, nothing merged.
 """
 
 from __future__ import annotations
@@ -83,13 +85,12 @@ class StreamManager:
                            data={"streamId": busy, "chatId": args.chat_id})
         stream_id = "st-" + uuid.uuid4().hex[:16]
         self._by_chat[args.chat_id] = stream_id  # claimed before any await: no race on one chat
+        write_text = self.text_writer(stream_id) if notify is None and self.text_writer is not None else None
         try:
-            stream = await self._build(stream_id, args, notify or self.notify, reverse or self.reverse)
+            stream = await self._build(stream_id, args, notify or self.notify, reverse or self.reverse, write_text)
         except BaseException:
             self._by_chat.pop(args.chat_id, None)
             raise
-        if notify is None and self.text_writer is not None:
-            stream.write_text = self.text_writer(stream_id)
         self.running[stream_id] = stream
         stream.task = asyncio.create_task(self._run(stream, args))
         return {"streamId": stream_id}
@@ -179,7 +180,8 @@ class StreamManager:
             self._recorder = TraceRecorder(self.storage)
         return self._recorder
 
-    async def _build(self, stream_id: str, args: p.ChatStream, notify: Notify, reverse: Reverse) -> RunningStream:
+    async def _build(self, stream_id: str, args: p.ChatStream, notify: Notify, reverse: Reverse,
+                     write_text: TextWriter | None) -> RunningStream:
         if args.resume:
             from ..history import resume_transcript
 
@@ -191,23 +193,18 @@ class StreamManager:
         tools = HostTools(args.tools, chat_id=args.chat_id, reverse=reverse, timeout_s=args.tool_timeout_s)
         approver = HostApprover(tools, reverse=reverse, timeout_s=args.approval_timeout_s)
         loop = make_loop(args, tools=tools, approver=approver, storage=self.storage, recorder=self.recorder(),
-                         client=self.http_client())
+                         client=self.http_client(), text_sink=write_text)
         events = events_of(loop, args, session)  # an empty transcript is refused here, on the request
-        return RunningStream(stream_id, args.chat_id, loop, notify, session, events)
+        return RunningStream(stream_id, args.chat_id, loop, notify, session, events, write_text)
 
     # relaying --------------------------------------------------------------------------
     async def _run(self, stream: RunningStream, args: p.ChatStream) -> None:
         done: dict[str, Any] | None = None
-        write = stream.write_text
         try:
+            # with a text writer the loop hands it the deltas itself (its text_sink): these
+            # events never come through here
             async for event in stream.events:
-                kind = event.kind
-                if write is not None and (kind == "content_delta" or kind == "reasoning_delta"):
-                    text = event.data.get("delta", "")
-                    if type(text) is str:  # the hot path: one notification per chunk, no await
-                        write("delta" if kind == "content_delta" else "reasoningDelta", text)
-                        continue
-                done = await self._relay(stream, kind, event.data) or done
+                done = await self._relay(stream, event.kind, event.data) or done
         except asyncio.CancelledError:
             done = {"status": "cancelled", "reason": "the sidecar stopped the stream"}
             raise

@@ -154,7 +154,9 @@ class StdioJsonRpcTransport:
 
     def text_chunk_writer(self, stream_id: str) -> Callable[[str, str], None]:
         """A synchronous writer of the ``stream.chunk {streamId, <key>: <text>}`` notifications
-        of one stream (``key``: ``delta`` or ``reasoningDelta``), the relay's hot path.
+        of one stream (``key``: ``delta`` or ``reasoningDelta``, or the loop's event kinds
+        ``content_delta`` / ``reasoning_delta`` for them: the writer serves as a CoreLoop
+        ``text_sink`` as it is), the relay's hot path.
 
         ``write(key, text)`` queues exactly the line ``emit`` would (same bytes, same order
         with every other message; ``encode`` is the reference): the fixed head of the line is
@@ -163,6 +165,7 @@ class StdioJsonRpcTransport:
         sid = encode_basestring_ascii(stream_id).encode()
         heads = {key: b'{"jsonrpc":"2.0","method":"stream.chunk","params":{"streamId":' + sid + b',"'
                  + key.encode() + b'":' for key in ("delta", "reasoningDelta")}
+        heads["content_delta"], heads["reasoning_delta"] = heads["delta"], heads["reasoningDelta"]
         out = self._out  # never rebound: flush clears it in place
 
         def write(key: str, text: str) -> None:  # _write_line, inlined: this runs once per chunk
