@@ -149,19 +149,30 @@ STREAMS = {
 FAST = {"plain": 48, "frame changes": 110, "odd texts": 5, "every chunk differs": 0}
 
 
+@pytest.mark.parametrize("with_sink", [False, True], ids=["yielded", "text_sink"])
 @pytest.mark.parametrize("name", STREAMS)
-def test_a_stream_reads_the_same_chunks_as_a_plain_json_loads_reading(name, monkeypatch):
+def test_a_stream_reads_the_same_chunks_as_a_plain_json_loads_reading(name, with_sink, monkeypatch):
+    """Yielded, or (option text_sink) the template-read texts handed to the sink in their
+    place among the yielded chunks: the same texts in the same order either way."""
     events = STREAMS[name]
     tail = [json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}]}),
             json.dumps({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})]
     body = [f"data: {e}\n\n".encode() for e in [*events, *tail]] + [b"data: [DONE]\n\n"]
     expected = [c for c in (json.loads(e)["choices"][0]["delta"].get("content") for e in events) if c]
 
+    texts: list[str] = []  # every text in arrival order, from the sink or from a yielded chunk
+    options = {"text_sink": texts.append} if with_sink else {}
+
     async def read():
         with ReplayServer([Reply(chunks=[b"".join(body)])]) as server:
             provider = OpenAICompatProvider("m", server.url + "/v1")
+            out = []
             try:
-                return [c async for c in provider.stream([LLMMessage(role="user", content="go")])]
+                async for chunk in provider.stream([LLMMessage(role="user", content="go")], **options):
+                    out.append(chunk)
+                    if chunk.content_delta:
+                        texts.append(chunk.content_delta)
+                return out
             finally:
                 await provider.aclose()
 
@@ -170,11 +181,14 @@ def test_a_stream_reads_the_same_chunks_as_a_plain_json_loads_reading(name, monk
 
     def counted(self, data):
         value = text(self, data)
-        fast.append(value is not None)
+        fast.append(value)
         return value
 
     monkeypatch.setattr(ChunkTemplate, "text", counted)  # the real method, counted
     chunks = run(read())
-    assert sum(fast) >= FAST[name], (sum(fast), len(fast))
-    assert [c.content_delta for c in chunks if c.content_delta] == expected
+    hits = sum(value is not None for value in fast)
+    assert hits >= FAST[name], (hits, len(fast))
+    assert texts == expected
+    yielded = [c.content_delta for c in chunks if c.content_delta]
+    assert len(yielded) == (len(expected) - sum(bool(value) for value in fast) if with_sink else len(expected))
     assert chunks[-1].finish_reason == "stop" and chunks[-1].usage.total_tokens == 5

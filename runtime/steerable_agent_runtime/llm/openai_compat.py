@@ -13,6 +13,10 @@ Guarantees, on top of :class:`~.types.LLMProvider`'s:
 - Finish reasons: ``stop | length | tool_calls | content_filter``; ``tool_calls`` whenever
   calls were assembled (some servers say ``stop``), ``function_call`` -> ``tool_calls``,
   anything else -> ``stop``.
+- Option ``text_sink``: a callable that takes the text of each chunk read through the
+  stream's template (text and nothing else: the hot path, see ``openai_compat_template``)
+  instead of that chunk being yielded; it is called in the chunks' order, and every other
+  chunk is yielded as usual. What it raises ends the stream (the response is closed).
 - The stream must end with ``data: [DONE]``, or at least have carried a finish reason;
   otherwise it was cut: ``LLMError(kind="transport")``, never a silently short answer.
   Anything after ``[DONE]`` is ignored; the body's end is awaited briefly (:func:`finish_body`)
@@ -121,6 +125,7 @@ class OpenAICompatProvider(BearerEndpoint):
         batches = stream_sse_batches(self._clients.get(), self.url, headers=self.headers(), body=body,
                                      provider=self.name, secrets=(self._api_key,), data_only=True)
         feed = state.feed
+        sink = options.get("text_sink")
         async with aclosing(batches):
             async for batch in batches:  # one async step per network read, not per event
                 for data in batch:  # each event's data: this wire reads neither type nor id
@@ -130,7 +135,10 @@ class OpenAICompatProvider(BearerEndpoint):
                         if text is not None:
                             state.hits += 1
                             if text:
-                                yield LLMStreamChunk(text, None)
+                                if sink is None:
+                                    yield LLMStreamChunk(text, None)
+                                else:
+                                    sink(text)
                             continue
                     if data == "[DONE]":
                         state.done = True
