@@ -61,3 +61,66 @@ def test_with_a_sink_no_delta_event_is_yielded():
     kinds = asyncio.run(go())
     assert "content_delta" not in kinds and "reasoning_delta" not in kinds and kinds[-1] == "completion"
     assert "".join(log) == "one two three"
+
+
+def _openai_body(pieces):
+    import json
+
+    def chunk(delta, finish=None):
+        return f"data: {json.dumps({'id': 'x', 'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}]})}\n\n"
+
+    body = chunk({"role": "assistant", "content": ""}) + "".join(chunk({"content": p}) for p in pieces)
+    return (body + chunk({}, "stop") + "data: [DONE]\n\n").encode()
+
+
+def real_turn(sink: bool, cancel_at: int | None = None) -> tuple[list[tuple], list, dict]:
+    """A turn on OpenAICompatProvider over a real replay server, whose text_sink option the
+    loop uses when it has a sink; ``cancel_at``: cancel() when that many deltas were seen."""
+    from steerable_agent_runtime.llm import OpenAICompatProvider
+
+    from tests.replay_server import Reply, ReplayServer
+
+    pieces = [f"w{i} " for i in range(40)]
+    storage = InMemoryStorage()
+    log: list[tuple] = []
+    holder: dict = {}
+
+    def seen(kind, delta):
+        log.append((kind, {"delta": delta}))
+        if cancel_at is not None and sum(k == "content_delta" for k, _ in log) == cancel_at:
+            holder["loop"].cancel()
+
+    async def go():
+        with ReplayServer([Reply(chunks=[_openai_body(pieces)])]) as server:
+            provider = OpenAICompatProvider("m", server.url + "/v1")
+            loop = holder["loop"] = CoreLoop(provider, storage=storage, record_id="r", text_sink=seen if sink else None)
+            try:
+                async for event in loop.run([{"role": "user", "content": "go"}], chat_id="r"):
+                    if event.kind in ("content_delta", "reasoning_delta"):
+                        seen(event.kind, event.data["delta"])
+                    else:
+                        log.append((event.kind, event.data))
+            finally:
+                await provider.aclose()
+        return await resume_transcript(storage, "r")
+
+    record = asyncio.run(go())
+    return log, record, log[-1][1]
+
+
+def test_a_provider_taking_text_sink_relays_the_same_turn():
+    with_events, record_a, done_a = real_turn(sink=False)
+    with_sink, record_b, done_b = real_turn(sink=True)
+    assert _stable(with_sink) == _stable(with_events)
+    assert sum(k == "content_delta" for k, _ in with_sink) == 40 and done_b["status"] == "completed"
+    assert [m.model_dump() for m in record_b] == [m.model_dump() for m in record_a]
+
+
+def test_a_cancel_stops_at_the_same_chunk_with_the_text_kept():
+    """A cancel made while a delta is relayed stops the attempt right after that delta, with
+    the sink as with events; the record keeps the partial text."""
+    for sink in (False, True):
+        log, record, done = real_turn(sink=sink, cancel_at=5)
+        assert done["status"] == "cancelled", (sink, done)
+        assert [d["delta"] for k, d in log if k == "content_delta"] == [f"w{i} " for i in range(5)]
+        assert record[-1].role == "assistant" and record[-1].content == "w0 w1 w2 w3 w4 "

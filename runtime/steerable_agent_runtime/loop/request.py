@@ -42,15 +42,21 @@ class Attempt:
                      options: dict[str, Any], run: Any, cancel: asyncio.Event | None,
                      sink: Callable[[str, str], None] | None = None) -> AsyncIterator[LoopEvent]:
         """Run the attempt, yielding llm_request, the deltas (given to ``sink(kind, delta)``
-        instead, when there is one) and llm_response."""
+        instead, when there is one) and llm_response.
+
+        With a sink, the provider also gets the option ``text_sink`` (providers ignore options
+        they do not know): one that takes it hands over text-only chunks as plain strings
+        instead of LLMStreamChunks; their text is kept and relayed the same, in order."""
         yield LoopEvent("llm_request", {"round": self.round, "attempt": self.attempt})
         attrs = {"llm.model": getattr(provider, "model", None), "llm.provider": getattr(provider, "name", None),
                  "llm.round": self.round} if run.trace_id is not None else None
         async with run.llm_request(attrs, attempt=self.attempt) as span:
             stream = None
             try:
-                stream = provider.stream(list(transcript), tools=tools or None, **options)
                 text = self.text
+                if sink is not None:  # a provider that takes text_sink hands it text-only chunks
+                    options = {**options, "text_sink": _provider_sink(text, sink, cancel)}
+                stream = provider.stream(list(transcript), tools=tools or None, **options)
                 async for chunk in stream:
                     content = chunk.content_delta
                     if (content and not chunk.reasoning_delta and chunk.tool_call is None and chunk.usage is None
@@ -71,6 +77,8 @@ class Attempt:
                     if cancel is not None and cancel.is_set():
                         self.cancelled = True
                         break
+            except _SinkCancel:  # a cancel seen at a chunk given to the provider's text_sink
+                self.cancelled = True
             except Exception as exc:  # noqa: BLE001 - every provider failure goes to on_request_error
                 self.error = exc
             finally:
@@ -121,6 +129,27 @@ class Attempt:
                 "llm.cached_prompt_tokens": usage.cached_prompt_tokens,
                 "llm.cache_creation_tokens": usage.cache_creation_tokens,
                 "llm.finish_reason": self.finish_reason, "llm.cancelled": self.cancelled}
+
+
+class _SinkCancel(Exception):
+    """Raised out of a provider's ``text_sink`` call when a cancel is set: the provider's
+    stream ends there (what arrived so far is kept), as a ``break`` after a yielded chunk would."""
+
+
+def _provider_sink(text: list[str], sink: Callable[[str, str], None],
+                   cancel: asyncio.Event | None) -> Callable[[str], None]:
+    """The ``text_sink`` option for the provider: keep the text, hand it to the loop's sink,
+    and stop at this chunk when a cancel is set (the check a yielded chunk gets)."""
+    append = text.append
+    is_set = cancel.is_set if cancel is not None else bool
+
+    def take(content: str) -> None:
+        append(content)
+        sink("content_delta", content)
+        if is_set():
+            raise _SinkCancel
+
+    return take
 
 
 async def _close(stream: Any) -> None:
