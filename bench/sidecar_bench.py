@@ -17,12 +17,13 @@ never waits on the sidecar's pace.
 Also reported, to show where the time goes (context, not targets):
 - CPU per chunk of each process during the measured stream (the sidecar, the model server,
   the reader), and the baseline writer's CPU per line: a machine shared with other jobs
-  stretches wall times, CPU times much less.
+  stretches wall times, CPU times much less. ``first_chunk_ms``: request to the first
+  stream.chunk line (what a stream costs before its chunks, wall).
 - the provider alone: OpenAICompatProvider parsing the same replayed stream in this process
   (no loop, no sidecar), wall and CPU.
 - ``--breakdown``: the sidecar's path rebuilt layer by layer in this process, CPU per chunk
-  (HTTP read, SSE decode, JSON + chunk assembly, the provider's iterator, CoreLoop, the relay
-  to /dev/null) and the first chunk's latency of a stream (request to first notification).
+  (HTTP read, SSE decode, the chunk read, CoreLoop, the relay to /dev/null; see
+  bench/sidecar_layers.py) and the CPU a 3-chunk stream costs.
 
 Usage:
     python bench/sidecar_bench.py [--runs 7] [--chunks 20000] [--breakdown] [--out results.json]
@@ -101,7 +102,9 @@ def pydantic_once() -> float:
     return time.perf_counter() - started
 
 
-def _stream(proc: subprocess.Popen, model: Model, chat: str) -> tuple[float, list[bytes]]:
+def _stream(proc: subprocess.Popen, model: Model, chat: str, first: list[float] | None = None) -> tuple[float, list[bytes]]:
+    """One stream, request to ``stream.done``: its wall time and its chunk lines (``first``
+    gets the time to the first chunk line)."""
     request = {"jsonrpc": "2.0", "id": chat, "method": "agent.chat.stream", "params": {
         "chatId": chat, "messages": [{"role": "user", "content": "go"}],
         "provider": {"kind": "openai_compat", "model": "m", "baseUrl": model.url + "/v1"}}}
@@ -111,6 +114,8 @@ def _stream(proc: subprocess.Popen, model: Model, chat: str) -> tuple[float, lis
     lines: list[bytes] = []
     for line in proc.stdout:
         if b'"stream.chunk"' in line:
+            if not lines and first is not None:
+                first.append(time.perf_counter() - started)
             lines.append(line)
         elif b'"stream.done"' in line:
             break
@@ -124,9 +129,10 @@ def relay_once(model: Model, warm: Model, chunks: int) -> tuple[float, list[byte
     assert b"lifecycle.ready" in proc.stdout.readline()
     _stream(proc, warm, "warm-up")
     side, served, read = cpu_s(proc.pid), cpu_s(model.proc.pid), time.process_time()
-    elapsed, lines = _stream(proc, model, "bench")
+    first: list[float] = []
+    elapsed, lines = _stream(proc, model, "bench", first)
     cpu = {"sidecar": cpu_s(proc.pid) - side, "model": cpu_s(model.proc.pid) - served,
-           "reader": time.process_time() - read}
+           "reader": time.process_time() - read, "first_chunk_s": first[0]}
     proc.stdin.close()
     proc.wait(30)
     assert len(lines) == chunks, (len(lines), chunks)
@@ -212,6 +218,7 @@ def main() -> None:
     per = 1e6 / args.chunks
     relay["ours_chunks_per_s"] = round(args.chunks / relay["ours_median"])
     relay["baseline_chunks_per_s"] = round(args.chunks / relay["baseline_median"])
+    relay["first_chunk_ms"] = round(statistics.median(c.pop("first_chunk_s") for c in cpus) * 1e3, 1)
     relay["cpu_us_per_chunk"] = {key: round(statistics.median(c[key] for c in cpus) * per, 2) for key in cpus[0]}
     relay["baseline_cpu_us_per_line"] = {key: round(statistics.median(c[key] for c in pipe_cpus) * per, 2)
                                          for key in pipe_cpus[0]}

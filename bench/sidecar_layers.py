@@ -5,14 +5,19 @@ CPU time per chunk of each layer and the increment over the one before (used by
 Layers, each including the ones before it, all reading the same replayed stream over real HTTP:
 1. ``http``: httpx streaming the body (``aiter_bytes``), nothing parsed;
 2. ``sse``: + the SSE decoder (each event's data, ``feed_data``, not yet JSON);
-3. ``provider``: OpenAICompatProvider.stream (+ the chunk read through its template or a full
-   JSON parse, LLMStreamChunk, its iterator);
-4. ``loop``: CoreLoop.run on an InMemoryStorage (+ the loop's events and the record);
+3. ``provider``: OpenAICompatProvider.stream with the ``text_sink`` option the relay's loop
+   gives it (+ each chunk read through the stream's template or a full JSON parse; text-only
+   chunks handed to the sink, the others yielded);
+4. ``loop``: CoreLoop.run with a ``text_sink`` on an InMemoryStorage (+ the text kept for the
+   record, the cancel check, the other events);
 5. ``relay``: the sidecar's StreamManager (+ trace recorder, session, the notification bytes
    queued and written by StdioJsonRpcTransport to /dev/null).
 
-Plus ``per_stream_ms``: CPU milliseconds of a 3-chunk stream (``small_url``) through the
-provider and through the relay: what a stream costs before its chunks.
+Also, outside that chain (``without_sink``): the provider yielding an LLMStreamChunk per
+chunk, and CoreLoop yielding a ``content_delta`` LoopEvent per chunk, which is what a caller
+without a sink gets. And ``per_stream_ms``: CPU milliseconds of a 3-chunk stream
+(``small_url``) through the provider and through the relay: what a stream costs before its
+chunks.
 """
 
 from __future__ import annotations
@@ -55,14 +60,24 @@ async def _layers(base_url: str, chunks: int, reps: int, small_url: str | None) 
             async for data in response.aiter_bytes():
                 decoder.feed_data(data)  # what chat/completions reads: each event's data
 
-    async def provider(base: str = base_url) -> None:
-        async for _ in OpenAICompatProvider("m", base, client=client).stream(messages):
+    async def provider(base: str = base_url, sink: bool = True) -> None:
+        texts: list[str] = []
+        options = {"text_sink": texts.append} if sink else {}
+        async for _ in OpenAICompatProvider("m", base, client=client).stream(messages, **options):
             pass
 
-    async def loop() -> None:
-        core = CoreLoop(OpenAICompatProvider("m", base_url, client=client), storage=InMemoryStorage(), record_id="r")
+    async def loop(sink: bool = True) -> None:
+        texts: list[tuple[str, str]] = []
+        core = CoreLoop(OpenAICompatProvider("m", base_url, client=client), storage=InMemoryStorage(), record_id="r",
+                        text_sink=(lambda kind, text: texts.append(text)) if sink else None)
         async for _ in core.run(messages, chat_id="r"):
             pass
+
+    async def provider_yielding() -> None:
+        await provider(sink=False)
+
+    async def loop_events() -> None:
+        await loop(sink=False)
 
     devnull = os.open(os.devnull, os.O_WRONLY)
     transport = StdioJsonRpcTransport(0, devnull)
@@ -81,11 +96,12 @@ async def _layers(base_url: str, chunks: int, reps: int, small_url: str | None) 
         transport.flush()
 
     stages = {"http": http, "sse": sse, "provider": provider, "loop": loop, "relay": relay}
-    spent: dict[str, list[float]] = {name: [] for name in stages}
-    for run in stages.values():
+    aside = {"provider_yielding": provider_yielding, "loop_events": loop_events}
+    spent: dict[str, list[float]] = {name: [] for name in [*stages, *aside]}
+    for run in [*stages.values(), *aside.values()]:
         await run()  # warm: imports, the connection, the TLS context
     for _ in range(reps):
-        for name, run in stages.items():
+        for name, run in [*stages.items(), *aside.items()]:
             cpu = time.process_time()
             await run()
             spent[name].append(time.process_time() - cpu)
@@ -103,8 +119,9 @@ async def _layers(base_url: str, chunks: int, reps: int, small_url: str | None) 
     if small_url is not None:
         out["per_stream_ms"] = {name: round(statistics.median(v) * 1e3, 2) for name, v in fixed.items()}
     before = 0.0
-    for name, values in spent.items():
-        per = statistics.median(values) / chunks * 1e6
+    for name in stages:
+        per = statistics.median(spent[name]) / chunks * 1e6
         out[name] = {"cumulative": round(per, 2), "added": round(per - before, 2)}
         before = per
+    out["without_sink"] = {name: round(statistics.median(spent[name]) / chunks * 1e6, 2) for name in aside}
     return out
