@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from ..errors import DatabaseDamagedError, ExitCode
+from ..sqlitefile.pinned import open_pinned
 from ..storage.access import sibling_path
 from ..storage.specialfiles import refuse_special_files
 from ..storage.lease import lease_holder
@@ -89,11 +90,12 @@ def _size(path: Path) -> int | None:
 def _journal_mode(path: Path) -> str:
     """``wal`` or ``rollback`` from the header's read/write version bytes (offsets 18, 19).
 
-    Read before any connection is open: closing a plain file descriptor of the db would drop
-    this process's POSIX locks on it. (An ``immutable`` connection always says "delete".)
+    Read through sqlitefile/pinned.py: closing a plain file descriptor of the db would drop this
+    process's POSIX locks on it (the job's own, or an app's open SqliteStorage). (An
+    ``immutable`` connection always says "delete".)
     """
     try:
-        with open(path, "rb") as fh:
+        with open_pinned(path) as fh:
             header = fh.read(20)
     except OSError:
         return "unknown"

@@ -16,8 +16,9 @@ parameters page):
   read mark, never recovers or checkpoints, and when the ``-shm`` is stale (a writer
   crashed) it rebuilds the wal-index in private heap memory. Nothing is created. Committed
   ``-wal`` frames are visible; the owner keeps writing (WAL readers never block writers).
-- ``immutable``: when there is no ``-wal`` or an empty one (with or without ``-shm``), every
-  committed row is in the db file, so ``immutable=1`` reads all of it with no lock and no file
+- ``immutable``: when there is no ``-wal`` or one without a complete frame (empty, or a header
+  and at most part of a frame: a writer killed inside its first commit; with or without
+  ``-shm``), every committed row is in the db file, so ``immutable=1`` reads all of it with no lock and no file
   created, at full speed and without copying gigabytes. ``immutable`` takes no lock, so a
   writer that starts meanwhile could checkpoint into the db file under us: the db file's
   identity, size and times are taken before the open and compared after the job, and
@@ -54,8 +55,9 @@ from typing import TypeVar
 
 from ..errors import DatabaseDamagedError, NotAStoreError, StoreAccessError
 from ..storage.access import probe, refuse_foreign, refuse_newer_schema, sibling_path
+from ..sqlitefile.pinned import open_pinned, opening
 from ..storage.schema import APPLICATION_ID
-from ..sqlitefile.wal import WAL_HEADER_SIZE, WAL_MAGIC_BE, WAL_MAGIC_LE, valid_page_size, wal_checksum
+from ..sqlitefile.wal import FRAME_HEADER_SIZE, WAL_HEADER_SIZE, WAL_MAGIC_BE, WAL_MAGIC_LE, valid_page_size, wal_checksum
 from ..storage.snapshot import Snapshot, SourceMoved, fingerprint, private_temp_base
 
 _COPY_ATTEMPTS = 3
@@ -83,11 +85,16 @@ class ReadOnlyConnection(sqlite3.Connection):
 
         Its snapshot is its own; use it for what does not need the first one's (integrity).
         """
-        conn = sqlite3.connect(self.uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
-                               check_same_thread=False)
+        with opening():
+            conn = sqlite3.connect(self.uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
+                                   check_same_thread=False)
         conn.strategy, conn.source, conn.uri = self.strategy, self.source, self.uri
         conn.text_factory = lenient_text
-        conn.execute("PRAGMA query_only = 1")
+        try:
+            conn.execute("PRAGMA query_only = 1")
+        except BaseException:
+            conn.close()  # never left to the cyclic GC (see _try_shared)
+            raise
         return conn
 
     def overtaken(self) -> bool:
@@ -141,7 +148,7 @@ def open_readonly(path: str | os.PathLike[str], *, allow_newer_schema: bool = Fa
 def _open(source: Path, force_copy: bool) -> tuple[ReadOnlyConnection, Path | None]:
     for _ in range(_COPY_ATTEMPTS):
         wal, shm = fingerprint(sibling_path(source, "-wal")), fingerprint(sibling_path(source, "-shm"))
-        if (wal is None or wal[1] == 0) and not force_copy:
+        if (wal is None or _frameless(source, wal[1])) and not force_copy:  # nothing in the -wal
             return _immutable(source), None
         if shm is not None and not force_copy and _wal_header_ok(source):
             conn = _try_shared(source)
@@ -155,20 +162,28 @@ def _open(source: Path, force_copy: bool) -> tuple[ReadOnlyConnection, Path | No
         path=str(source), hint="re-run the command; if it keeps failing, stop the app for a moment")
 
 
-def _wal_header_ok(source: Path) -> bool:
-    """Whether the -wal is empty or starts with a header SQLite accepts (magic, checksum).
-
-    With a damaged header a ``readonly_shm`` reader cannot run WAL recovery and SQLite
-    retries for about ten seconds before SQLITE_PROTOCOL; a private copy reads at once
-    (and, like SQLite, ignores a WAL whose header is invalid).
-    """
-    try:
-        with open(sibling_path(source, "-wal"), "rb") as fh:
-            header = fh.read(WAL_HEADER_SIZE)
-    except OSError:
-        return False
-    if not header:
+def _frameless(source: Path, size: int) -> bool:
+    """Whether the -wal of ``size`` bytes holds no complete frame (empty, only its header, or
+    a header and part of the first frame: a writer killed inside its first commit), so SQLite
+    reads nothing from it. A ``readonly_shm`` reader of a header-only -wal beside a stale
+    index spins about ten seconds, then answers SQLITE_PROTOCOL."""
+    if size <= WAL_HEADER_SIZE:
         return True
+    header = _wal_header(source)
+    if header is None or not _header_valid(header):
+        return False  # a damaged header: read from a private copy (see _wal_header_ok)
+    return size < WAL_HEADER_SIZE + FRAME_HEADER_SIZE + struct.unpack(">I", header[8:12])[0]
+
+
+def _wal_header(source: Path) -> bytes | None:
+    try:
+        with open_pinned(sibling_path(source, "-wal")) as fh:
+            return fh.read(WAL_HEADER_SIZE)
+    except OSError:
+        return None
+
+
+def _header_valid(header: bytes) -> bool:
     if len(header) < WAL_HEADER_SIZE:
         return False
     magic, _, page_size, _, _, _, c0, c1 = struct.unpack(">8I", header)
@@ -177,16 +192,45 @@ def _wal_header_ok(source: Path) -> bool:
     return wal_checksum(header[:24], 0, 0, magic == WAL_MAGIC_BE) == (c0, c1)
 
 
+def _wal_header_ok(source: Path) -> bool:
+    """Whether the -wal is empty or starts with a header SQLite accepts (magic, checksum).
+
+    With a damaged header a ``readonly_shm`` reader cannot run WAL recovery and SQLite
+    retries for about ten seconds before SQLITE_PROTOCOL; a private copy reads at once
+    (and, like SQLite, ignores a WAL whose header is invalid).
+    """
+    header = _wal_header(source)
+    return header is not None and (not header or _header_valid(header))
+
+
 def _try_shared(source: Path) -> ReadOnlyConnection | None:
-    """Open the live files with readonly_shm; None when SQLite cannot (e.g. -shm vanished)."""
+    """Open the live files with readonly_shm; None when SQLite cannot (e.g. -shm vanished, or
+    SQLITE_PROTOCOL on the -wal index of a writer killed mid-commit).
+
+    A connection that failed is closed here, at once: a sqlite3.Connection is part of a
+    reference cycle (its statement cache), so dropping it leaves it open until the cyclic GC
+    runs, and while this process keeps a readonly_shm connection, SQLite reuses its read-only
+    ``-shm`` mapping for every later connection of the process to the store: a SqliteStorage
+    opened then fails with SQLITE_PROTOCOL (a fresh process would not)."""
+    conn: ReadOnlyConnection | None = None
     try:
         conn = _connect(source, "shared", source, "&readonly_shm=1")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.OperationalError:
+        _close(conn)
         return None
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        _close(conn)
         raise DatabaseDamagedError(f"{source}: SQLite cannot read it: {exc}", path=str(source)) from exc
+    except BaseException:
+        _close(conn)
+        raise
     return conn
+
+
+def _close(conn: sqlite3.Connection | None) -> None:
+    if conn is not None:
+        conn.close()
 
 
 def _immutable(source: Path) -> ReadOnlyConnection:
@@ -199,8 +243,9 @@ def _immutable(source: Path) -> ReadOnlyConnection:
 
 def _connect(db: Path, strategy: str, source: Path, extra: str = "") -> ReadOnlyConnection:
     uri = f"{db.resolve().as_uri()}?mode=ro{extra}"
-    conn = sqlite3.connect(uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
-                           check_same_thread=False)
+    with opening():
+        conn = sqlite3.connect(uri, uri=True, factory=ReadOnlyConnection, isolation_level=None,
+                               check_same_thread=False)
     conn.strategy, conn.source, conn.uri = strategy, source, uri
     conn.text_factory = lenient_text
     return conn

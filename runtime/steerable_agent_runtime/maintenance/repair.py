@@ -36,6 +36,7 @@ from typing import Any
 
 from ..errors import DatabaseDamagedError
 from ..privatefile import fsync_dir
+from ..sqlitefile.pinned import open_pinned
 from ..storage.access import claim_damaged, sibling_path
 from ..storage.lease import lock_path_for
 from ..storage.repairmark import intent_path
@@ -114,7 +115,7 @@ def _backup(db: Path, now: datetime, step: Progress) -> Path:
         if source.exists():
             step("backup", 0, None)
             target = folder / (db.name + suffix)
-            with open(source, "rb") as src, open(target, "xb") as dst:
+            with open_pinned(source) as src, open(target, "xb") as dst:  # may be open in this process
                 os.fchmod(dst.fileno(), 0o600)
                 shutil.copyfileobj(src, dst, 1 << 20)
                 dst.flush()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from .record import local_payload_size, read_varint
+from .pinned import open_pinned
 from .wal import WalScan, scan_wal, valid_page_size
 
 MAGIC = b"SQLite format 3\x00"
@@ -196,7 +197,7 @@ class SqliteFile:
         self.damaged_pages: dict[str, list[int]] = {}
         self.pages_read = 0
         """Page images read so far (database file and WAL): the work a walk costs."""
-        self._db = open(db_path, "rb")  # noqa: SIM115 - closed in close()
+        self._db = open_pinned(db_path)  # noqa: SIM115 - closed in close(); pinned: SQLite may have it open here
         self._wal: BinaryIO | None = None
         self.file_size = os.fstat(self._db.fileno()).st_size
         self.header = parse_header(self._db.read(HEADER_SIZE))
@@ -225,7 +226,7 @@ class SqliteFile:
         if not hdr.magic_ok and self.file_size:
             self.note("db_header_damaged", 1)
         if wal_path is not None and os.path.exists(wal_path):
-            self._wal = open(wal_path, "rb")  # noqa: SIM115 - closed in close()
+            self._wal = open_pinned(wal_path)  # noqa: SIM115 - closed in close()
             self.wal = scan_wal(self._wal, os.fstat(self._wal.fileno()).st_size, size or None)
             if self.wal is not None:
                 self.damage.update(self.wal.damage)

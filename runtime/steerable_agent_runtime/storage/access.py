@@ -57,6 +57,7 @@ from ..privatefile import fsync_dir
 from . import dberrors
 from .dberrors import as_store_error
 from .lease import WriteLease, lock_path_for
+from ..sqlitefile.pinned import open_pinned, opening
 from .specialfiles import refuse_special_files
 from .repairmark import refuse_interrupted_repair
 from .schema import APPLICATION_ID, SCHEMA_VERSION, create_schema
@@ -168,7 +169,7 @@ def probe(path: str | os.PathLike[str], *, allow_missing: bool = False) -> FileP
     if not stat.S_ISREG(st.st_mode):
         raise NotAStoreError(f"{p}: not a regular file", path=str(p), hint="pass the path of the database file")
     try:
-        with open(p, "rb") as fh:
+        with open_pinned(p) as fh:  # a plain close() would drop this process's SQLite locks on it
             header = fh.read(100)
     except OSError as exc:
         raise StoreAccessError(f"{p}: cannot read: {exc.strerror}", path=str(p),
@@ -315,7 +316,8 @@ def precheck_wal_markers(path: str | os.PathLike[str]) -> None:
     if not has_wal_content(path):
         return
     for attempt in range(_PROTOCOL_RETRIES):
-        conn = sqlite3.connect(store_uri(path, "mode=ro"), uri=True, isolation_level=None)
+        with opening():
+            conn = sqlite3.connect(store_uri(path, "mode=ro"), uri=True, isolation_level=None)
         try:
             check_markers(conn, "main", path)
             return
@@ -461,8 +463,9 @@ def _connect_once(path: str | os.PathLike[str], *, readonly: bool, synchronous: 
     created) instead of refused. Raises NotAStoreError (not ours),
     SchemaTooNewError, DatabaseDamagedError, StoreAccessError; the connection is closed then.
     """
-    conn = sqlite3.connect(_uri(path, readonly=readonly), uri=True, isolation_level=None,
-                           check_same_thread=check_same_thread)
+    with opening():
+        conn = sqlite3.connect(_uri(path, readonly=readonly), uri=True, isolation_level=None,
+                               check_same_thread=check_same_thread)
     try:
         empty = adopt_empty and _is_empty(conn, path)
         if not empty:
@@ -550,7 +553,8 @@ def refuse_damaged(conn: sqlite3.Connection, path: str | os.PathLike[str], job: 
 
 def attach(conn: sqlite3.Connection, path: str | os.PathLike[str], alias: str, *, readonly: bool) -> None:
     """ATTACH an already-claimed store as ``alias``, check its markers, WAL and FULL sync for a writer."""
-    conn.execute("ATTACH DATABASE ? AS " + alias, (_uri(path, readonly=readonly),))
+    with opening():
+        conn.execute("ATTACH DATABASE ? AS " + alias, (_uri(path, readonly=readonly),))
     check_markers(conn, alias, path)
     if not readonly:
         _pragmas(conn, alias, path, "FULL")

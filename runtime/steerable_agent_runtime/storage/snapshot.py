@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..errors import StoreAccessError
 from .access import wal_path
+from ..sqlitefile.pinned import open_pinned
 
 
 class SourceMoved(Exception):
@@ -95,9 +96,10 @@ class Snapshot:
 
 def copy_private(src: Path, dst: Path) -> None:
     """Copy ``src`` to a new file ``dst`` (mode 0600, never an existing one), in the kernel
-    where it can (``copy_file_range``), else through a buffer."""
+    where it can (``copy_file_range``), else through a buffer. ``src`` is read through
+    sqlitefile/pinned.py: it may be a live store's file that SQLite has open in this process."""
     fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
+    with open_pinned(src) as fin, os.fdopen(fd, "wb") as fout:
         try:
             while os.copy_file_range(fin.fileno(), fout.fileno(), 1 << 30):
                 pass

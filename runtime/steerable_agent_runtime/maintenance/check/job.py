@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ...sqlitefile.wal import WalScan, scan_wal
+from ...sqlitefile.pinned import open_pinned
 from ...storage.access import wal_path
 from ...storage.lease import lease_holder
 from ...storage.schema import SCHEMA_VERSION, TABLES
@@ -239,7 +240,7 @@ def _scan_wal(path: Path) -> WalScan | None:
     try:
         if not stat.S_ISREG(os.stat(name).st_mode):
             return None  # never open a FIFO or device (it could block): the store's opener refuses those
-        with open(name, "rb") as wal, open(path, "rb") as db:
+        with open_pinned(name) as wal, open_pinned(path) as db:  # SQLite has them open in this process
             header = db.read(18)
             raw = int.from_bytes(header[16:18], "big") if len(header) == 18 else 0
             return scan_wal(wal, os.fstat(wal.fileno()).st_size, 65536 if raw == 1 else raw or None)

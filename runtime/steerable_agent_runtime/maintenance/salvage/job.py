@@ -61,6 +61,7 @@ from pydantic import BaseModel
 
 from ...errors import DatabaseDamagedError, NotAStoreError, SteerableError
 from ...privatefile import WRITE_ERRNOS
+from ...sqlitefile.pinned import open_pinned
 from ...storage.access import has_wal_content, wal_path
 from ...storage.specialfiles import refuse_special_files
 from ...storage.schema import APPLICATION_ID
@@ -238,7 +239,7 @@ def _check_source(path: Path) -> Path:
                              hint="pass the app's database file")
     for name in (path, wal_path(path)):
         try:
-            with open(name, "rb"):
+            with open_pinned(name):  # readable? (a plain close would drop this process's SQLite locks)
                 pass
         except FileNotFoundError:
             pass  # no -wal
