@@ -150,3 +150,17 @@ def test_messages_the_runtime_writes_are_plain():
     msg = ChatMessage(id="m", chat_id="c", role="assistant", content="hi ✓", created_at="2026-01-01T00:00:00Z")
     assert is_plain_message(json.loads(msg.to_json()))
     assert not is_plain_message(json.loads(msg.model_copy(update={"tool_calls": [{}]}).to_json()))
+
+
+def test_utc_now_is_the_stored_form_of_the_clock_across_seconds(monkeypatch):
+    import time as time_module
+    from datetime import datetime, timedelta
+
+    from steerable_agent_runtime import models
+
+    for ns in (1_764_600_000_999_999_000, 1_764_600_001_000_000_000, 1_764_600_001_000_001_999,
+               1_764_600_000_000_000_000, 1_764_600_061_123_456_789):  # a second's last and first microsecond, back in time
+        monkeypatch.setattr(time_module, "time_ns", lambda ns=ns: ns)
+        expected = normalize_timestamp(datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=ns // 1000))
+        assert models.utc_now() == expected, ns
+        assert is_stored_timestamp(models.utc_now())

@@ -242,6 +242,16 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
     seq = next_seq
     now = utc_now()  # one call is one atomic append: its entries share one stamp
     for entry in entries:
+        # The loop's form first: exactly {"type": "item", "message": <LLMMessage>} (no seq or v
+        # to check, no at to take); the generic path below decides it the same way.
+        if type(entry) is dict and len(entry) == 2:
+            message = entry.get("message")
+            if type(message) is LLMMessage and entry.get("type") == "item":
+                typed = _sound_item(message, seq, now)
+                if typed is not None:
+                    prepared.append(typed)
+                    seq += 1
+                    continue
         if type(entry) is not dict and not isinstance(entry, Mapping):
             raise RecordFormatError(f"record {record_id!r}: entry to append is not a JSON object",
                                     record_id=record_id, hint="pass each entry as a dict")
@@ -303,13 +313,22 @@ _TYPED_ITEM_KEYS = frozenset(("type", "message", "v", "seq", "at"))
 
 def is_sound_message(message: Any) -> bool:
     """A fast, conservative test that an LLMMessage instance still holds what its validation
-    would accept (fields can be reassigned after construction): exactly an LLMMessage, a known
-    role, str-or-None text fields, content a str, None or a list of dicts with str keys, and
-    tool_calls None or a list of dicts with str keys. False decides nothing (validate in full).
+    would accept (fields can be reassigned after construction): exactly an LLMMessage with its
+    five fields, role a known role (a str), str-or-None text fields, content a str, None or a
+    list of dicts with str keys, and tool_calls None or a list of dicts with str keys. False
+    decides nothing (validate in full).
     """
-    if type(message) is not LLMMessage or message.role not in CHAT_ROLES:
+    return type(message) is LLMMessage and _sound_fields(message.__dict__)
+
+
+def _sound_fields(fields: dict[str, Any]) -> bool:
+    # Read from the instance's __dict__ (where pydantic keeps the fields): an attribute read on a
+    # model goes through its __getattr__ hook, several times dearer than a dict lookup.
+    role = fields.get("role")
+    if len(fields) != 5 or type(role) is not str or role not in CHAT_ROLES:
         return False
-    call_id, name, content, calls = message.tool_call_id, message.name, message.content, message.tool_calls
+    call_id, name, content, calls = fields.get("tool_call_id"), fields.get("name"), fields.get("content"), \
+        fields.get("tool_calls")
     if (call_id is not None and type(call_id) is not str) or (name is not None and type(name) is not str):
         return False
     if content is not None and type(content) is not str and not _dicts_with_str_keys(content):
@@ -340,19 +359,45 @@ def _typed_item(entry: Mapping[str, Any], message: LLMMessage, seq: int, now: st
     message by LLMMessage's serializer; anything it cannot dump (a lone surrogate, a value
     that is not JSON) goes the dict path, which raises the usual error.
     """
-    if entry.get("type") != "item" or not _TYPED_ITEM_KEYS.issuperset(entry) or not is_sound_message(message):
+    if entry.get("type") != "item" or not _TYPED_ITEM_KEYS.issuperset(entry):
         return None
     at = entry.get("at") or now
     if at is not now and not is_stored_timestamp(at):  # now is utc_now(): in stored form
         return None
+    return _sound_item(message, seq, at)
+
+
+def _sound_item(message: LLMMessage, seq: int, at: str) -> PreparedEntry | None:
+    """The item entry for ``message`` (exactly an LLMMessage) at ``seq`` stamped ``at`` (in stored
+    form); None when the message is not sound (is_sound_message) or its serializer refuses it
+    (the dict path then raises the usual error)."""
+    fields = message.__dict__
+    if not _sound_fields(fields):
+        return None
     try:
         text = _dump_message_json(message, by_alias=True, exclude_none=True).decode()
-        wire_message = _dump_message(message, mode="json", by_alias=True, exclude_none=True)
     except Exception:  # noqa: BLE001 - the dict path reports it
         return None
+    content = fields["content"]
+    if fields["tool_calls"] is None and (content is None or type(content) is str):
+        # every field a str or None: the wire dict built as the serializer builds it (same keys,
+        # same order), without the serializer
+        wire_message: dict[str, Any] = {"role": fields["role"]}
+        call_id, name = fields["tool_call_id"], fields["name"]
+        if content is not None:
+            wire_message["content"] = content
+        if call_id is not None:
+            wire_message["toolCallId"] = call_id
+        if name is not None:
+            wire_message["name"] = name
+    else:
+        try:
+            wire_message = _dump_message(message, mode="json", by_alias=True, exclude_none=True)
+        except Exception:  # noqa: BLE001 - the dict path reports it
+            return None
     data = f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":{seq},"at":"{at}","message":{text}}}'
     wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
-    return PreparedEntry(seq, RECORD_FORMAT_VERSION, "item", at, data, wire)
+    return _new_prepared(PreparedEntry, (seq, RECORD_FORMAT_VERSION, "item", at, data, wire))
 
 
 def _message_wire(message: LLMMessage, record_id: str, seq: int) -> dict[str, Any]:
@@ -368,7 +413,7 @@ def _message_wire(message: LLMMessage, record_id: str, seq: int) -> dict[str, An
 _json_string = encode_basestring
 """A str as a JSON string with its text kept as is, as pydantic's model_dump_json writes it."""
 
-_prepared = PreparedEntry._make  # from a tuple, without the NamedTuple's Python-level __new__
+_new_prepared = tuple.__new__  # tuple.__new__(PreparedEntry, fields): what _make does, without its Python frame
 
 
 def _plain_entry(record_id: str, seq: int, at: str, role: str, content: str) -> PreparedEntry:
@@ -380,7 +425,7 @@ def _plain_entry(record_id: str, seq: int, at: str, role: str, content: str) -> 
         raise _not_unicode(record_id, seq)
     wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at,
             "message": {"role": role, "content": content}}
-    return _prepared((seq, RECORD_FORMAT_VERSION, "item", at, data, wire))
+    return _new_prepared(PreparedEntry, (seq, RECORD_FORMAT_VERSION, "item", at, data, wire))
 
 
 

@@ -40,23 +40,26 @@ def normalize_timestamp(value: str | datetime) -> str:
     return f"{moment.year:04d}-" + moment.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
-_second_text: tuple[int, str] = (-1, "")
+_second_text: tuple[int, int, str] = (0, 0, "")  # [start, end) of the cached second in ns, its text
 
 
 def utc_now() -> str:
     """The current time as a normalised timestamp (what ``normalize_timestamp`` of now gives).
 
     Written from ``time.time_ns()`` with the text up to the seconds kept per second (every
-    history append stamps the time; datetime formatting costs several times more).
+    history append stamps the time; datetime formatting costs several times more), and the
+    microseconds taken from the offset into that second (small-int arithmetic).
     """
     global _second_text
-    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
-    cached_second, text = _second_text
-    if seconds != cached_second:
+    now = time.time_ns()
+    start, end, text = _second_text
+    if not start <= now < end:
+        seconds = now // 1_000_000_000
+        start = seconds * 1_000_000_000
         t = time.gmtime(seconds)
         text = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
-        _second_text = (seconds, text)
-    return f"{text}.{micros:06d}Z"
+        _second_text = (start, start + 1_000_000_000, text)
+    return "%s.%06dZ" % (text, (now - start) // 1000)
 
 
 _STORED_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")

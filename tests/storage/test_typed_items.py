@@ -103,6 +103,36 @@ def test_a_changed_instance_fails_or_stores_exactly_like_its_wire_dict(message, 
     _check_same(message, seq)
 
 
+def _check_same_unstamped(message, seq):
+    """The loop's own form, {"type": "item", "message": instance} (no at: the append stamps it),
+    against the wire dict stamped with the same time."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = _outcome({"type": "item", "message": message}, seq)
+        at = got[3] if isinstance(got[0], str) else AT
+        try:
+            wire = message.to_wire()
+        except PydanticSerializationError:
+            wire = None
+        expected = None if wire is None else _outcome({"type": "item", "at": at, "message": wire}, seq)
+    if expected is None:
+        assert got[0] is RecordFormatError and "does not serialise as JSON" in got[1]
+    else:
+        assert got == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(_messages(), st.integers(1, 2**63 - 1))
+def test_an_unstamped_instance_is_stored_as_its_wire_dict(message, seq):
+    _check_same_unstamped(message, seq)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_changed(), st.integers(1, 100))
+def test_a_changed_unstamped_instance_fails_or_stores_exactly_like_its_wire_dict(message, seq):
+    _check_same_unstamped(message, seq)
+
+
 def test_the_fast_test_refuses_what_validation_would():
     sound = LLMMessage(role="assistant", content="x", tool_calls=[{"id": "c", "name": "t", "arguments": {}}])
     assert is_sound_message(sound)
@@ -111,6 +141,10 @@ def test_the_fast_test_refuses_what_validation_would():
         changed = sound.model_copy()
         setattr(changed, field, value)
         assert not is_sound_message(changed), (field, value)
+
+    deleted = sound.model_copy()
+    del deleted.__dict__["name"]  # a field gone from the instance
+    assert not is_sound_message(deleted)
 
     class Sub(LLMMessage):
         pass

@@ -21,6 +21,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+from types import AsyncGeneratorType
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,9 +35,9 @@ from .config import LoopConfig
 from .events import CompletionStatus, LoopEvent
 from .hooks import LoopContext, LoopHooks, NoopHooks, RewriteRequest, overrides
 from .record import RecordWriter, repair_dangling
-from .request import Attempt
-from .spans import null_run
-from .toolbatch import Approver, ToolBatch, start_event, tool_message
+from .request import Attempt, SinkCancel, close_stream, provider_sink
+from .spans import NULL_SPAN, null_run
+from .toolbatch import Approver, ToolBatch, tool_message
 
 _DEFAULT_CONFIG = LoopConfig()  # frozen: one instance serves every loop created without a config
 _OUTCOME = {"completed": "ok", "failed": "error", "budget_exhausted": "budget_exhausted", "cancelled": "cancelled"}
@@ -194,47 +195,115 @@ class CoreLoop:
                 self.trace_id = run.trace_id
                 t = _Turn(transcript, writer, ctx, batch, run)
                 self.transcript = t.transcript
+                options = self.config.request_options()
+                sink = self.text_sink
+                traced = run.trace_id is not None
+                max_rounds, budget = self.config.max_rounds, self.config.budget_tokens
+                max_tool_errors = self.config.max_tool_errors
                 try:
                     while True:
                         # stage_start and each steer event go out before the next step runs, so a
                         # cancel() or steer() made on seeing them acts on this round
                         yield LoopEvent("stage_start", {"round": t.round})
-                        for text in self._take_steer():
-                            t.transcript.append(LLMMessage(role="user", content=text))
-                            yield LoopEvent("steer", {"content": text})
-                        for event in await self._open_round(t):
-                            yield event
-                        if t.stopped:
-                            return
+                        if self._steer:
+                            for text in self._take_steer():
+                                t.transcript.append(LLMMessage(role="user", content=text))
+                                yield LoopEvent("steer", {"content": text})
+                        if (self._cancel or t.round >= max_rounds or self._hook_pre_step or self._compact
+                                or (budget is not None and t.usage.total_tokens >= budget)):
+                            for event in await self._open_round(t):  # a guard or a hook has work to do
+                                yield event
+                            if t.stopped:
+                                return
+                        else:
+                            t.ctx.round_index = t.round
+                        if len(t.transcript) > writer.flushed:
+                            await writer.flush(t.transcript)
+                        t.reply, t.calls, t.failure = None, (), None
+                        t.rounds_run = t.round + 1
                         attempt = 1
-                        while True:  # the attempts of this round's request
+                        while True:  # the attempts of this round's request, streamed here (see .request)
                             outcome = Attempt(t.round, attempt)
                             t.ctx.attempt = attempt
-                            async for event in outcome.stream(self.provider, t.transcript, self.tools.describe(),
-                                                              self.config.request_options(), run, self._cancel_event,
-                                                              self.text_sink):
-                                yield event
-                            events, retry = await self._after_attempt(t, outcome)
+                            yield LoopEvent("llm_request", {"round": t.round, "attempt": attempt})
+                            async with (run.llm_request(outcome.span_start(self.provider), attempt=attempt)
+                                        if traced else NULL_SPAN) as span:
+                                # with a sink, a provider taking the text_sink option hands it text-only
+                                # chunks as strings (request.provider_sink); the others ignore it
+                                opts = options if sink is None else {
+                                    **options, "text_sink": provider_sink(outcome.text, sink, self._cancel_event)}
+                                try:
+                                    stream = self.provider.stream(list(t.transcript), tools=self.tools.describe() or None,
+                                                                  **opts).__aiter__()
+                                except Exception as exc:  # noqa: BLE001 - on_request_error decides
+                                    outcome.error, stream = exc, None
+                                try:
+                                    while stream is not None:
+                                        try:
+                                            chunk = await stream.__anext__()
+                                        except StopAsyncIteration:
+                                            break
+                                        except SinkCancel:  # a cancel seen at a chunk given to the text_sink
+                                            outcome.cancelled = True
+                                            break
+                                        except Exception as exc:  # noqa: BLE001 - on_request_error decides
+                                            outcome.error = exc
+                                            break
+                                        content = chunk.content_delta
+                                        if (content and not chunk.reasoning_delta and chunk.tool_call is None
+                                                and chunk.usage is None and chunk.finish_reason is None):
+                                            outcome.text.append(content)  # most chunks: text and nothing else
+                                            if sink is None:
+                                                yield LoopEvent("content_delta", {"delta": content})
+                                            else:
+                                                sink("content_delta", content)
+                                        else:
+                                            if content or chunk.reasoning_delta:
+                                                for event in outcome.deltas(chunk):
+                                                    if sink is None:
+                                                        yield event
+                                                    else:
+                                                        sink(event.kind, event.data["delta"])
+                                            outcome.take(chunk)
+                                        if self._cancel:
+                                            outcome.cancelled = True
+                                            break
+                                finally:
+                                    if stream is not None and not (type(stream) is AsyncGeneratorType
+                                                                   and stream.ag_frame is None):
+                                        await close_stream(stream)
+                                if traced:
+                                    outcome.finish_span(span)
+                            yield outcome.response_event()
+                            if outcome.error is None:
+                                self._take_reply(t, outcome)
+                                break
+                            events, retry = await self._after_error(t, outcome.error)
                             for event in events:
                                 yield event
                             if not retry:
                                 break
                             attempt += 1
                         if t.calls and t.failure is None:
-                            await t.writer.flush(t.transcript)  # the calls are in the record before any runs
+                            await writer.flush(t.transcript)  # the calls are in the record before any runs
                             results: list[tuple[ToolCall, Any]] = []
                             for group in batch.groups(t.calls):
-                                if self._cancelled():
+                                if self._cancel:
                                     for event in batch.answer_cancelled(group, t.ctx, results):
                                         yield event
                                     continue
                                 for call in group:
-                                    yield start_event(call)
+                                    yield LoopEvent("tool_call_start", {"id": call.id, "name": call.name,
+                                                                        "arguments": call.arguments})
                                 for event in await batch.run_group(group, t.ctx, run, results):
                                     yield event
-                            yield await self._after_tools(t, results)  # stage_complete
-                            for event in await self._tool_guards(t):
-                                yield event
+                            for call, result in results:
+                                t.transcript.append(tool_message(call, result))
+                            await writer.flush(t.transcript)
+                            yield LoopEvent("stage_complete", {"round": t.round, "usage": t.round_usage.to_wire()})
+                            if self._cancel or batch.consecutive_errors >= max_tool_errors:
+                                for event in await self._tool_guards(t):
+                                    yield event
                         else:
                             for event in await self._settle(t):
                                 yield event
@@ -271,8 +340,9 @@ class CoreLoop:
     # --- the rounds -------------------------------------------------------------------------
 
     async def _open_round(self, t: _Turn) -> list[LoopEvent]:
-        """A round after its steer messages, up to its request: the cancel and budget guards,
-        pre_step and a requested compaction, the flush. Sets ``t.stopped`` when the turn ends here."""
+        """A round after its steer messages, when a guard or a hook may act: the cancel and budget
+        guards, pre_step and a requested compaction (the caller then flushes). Sets ``t.stopped``
+        when the turn ends here."""
         events: list[LoopEvent] = []
         if self._cancelled():
             events += await self._end(t, "cancelled", "cancelled before the request")
@@ -286,10 +356,6 @@ class CoreLoop:
         rejected = await self._pre_step(t, events)
         if rejected is not None:
             events += await self._end(t, "failed", rejected)
-            return events
-        await t.writer.flush(t.transcript)
-        t.reply, t.calls, t.failure = None, [], None
-        t.rounds_run = t.round + 1
         return events
 
     def _take_steer(self) -> list[str]:
@@ -297,7 +363,8 @@ class CoreLoop:
         return taken
 
     def _cancelled(self) -> bool:
-        return self._cancel_event is not None and self._cancel_event.is_set()
+        # cancel() sets the flag and the event together; the flag is the cheaper read
+        return self._cancel
 
     def _exhausted(self, t: _Turn) -> dict[str, Any] | None:
         total = t.usage.total_tokens
@@ -345,14 +412,10 @@ class CoreLoop:
                                          "trigger": request.trigger, "preTokens": request.pre_tokens,
                                          "postTokens": request.post_tokens})
 
-    async def _after_attempt(self, t: _Turn, outcome: Attempt) -> tuple[list[LoopEvent], bool]:
-        """After an attempt: the events to yield, and whether to make another attempt (the
+    async def _after_error(self, t: _Turn, error: BaseException) -> tuple[list[LoopEvent], bool]:
+        """After a failed attempt: the events to yield, and whether to make another attempt (the
         on_request_error hook asked for a retry and its delay passed without a cancel). When
-        not, the round's request is done: ``t.reply`` or ``t.failure`` is set, or a cancel came."""
-        if outcome.error is None:
-            self._take_reply(t, outcome)
-            return [], False
-        error = outcome.error
+        not, the round's request is done with ``t.failure`` set (or a cancel came)."""
         action = None if self._cancelled() else await self.hooks.on_request_error(error, list(t.transcript), t.ctx)
         if action is None or action.action != "retry":
             t.failure = error
@@ -375,7 +438,12 @@ class CoreLoop:
             t.ctx.last_prompt_transcript_len = len(t.transcript)
             t.ctx.last_cached_prompt_tokens = usage.cached_prompt_tokens
             t.ctx.last_cache_creation_tokens = usage.cache_creation_tokens
-            t.usage = t.usage + usage
+            total = t.usage  # the turn's own LLMUsage, added to in place
+            total.prompt_tokens += usage.prompt_tokens
+            total.completion_tokens += usage.completion_tokens
+            total.total_tokens += usage.total_tokens
+            total.cached_prompt_tokens += usage.cached_prompt_tokens
+            total.cache_creation_tokens += usage.cache_creation_tokens
         t.round_usage = usage or LLMUsage()
         t.reply, t.calls, t.finish_reason = outcome.message(), list(outcome.calls), outcome.finish_reason
         if t.reply is not None:
@@ -402,12 +470,6 @@ class CoreLoop:
                                               "count": len(decision.appends)}),
                     self._stage_complete(t)]
         return [self._stage_complete(t), *await self._end(t, "completed", t.finish_reason or "stop")]
-
-    async def _after_tools(self, t: _Turn, results: list[tuple[ToolCall, Any]]) -> LoopEvent:
-        """The results into the transcript and the record; the round's stage_complete."""
-        t.transcript.extend(tool_message(call, result) for call, result in results)
-        await t.writer.flush(t.transcript)
-        return self._stage_complete(t)
 
     async def _tool_guards(self, t: _Turn) -> list[LoopEvent]:
         """What ends the turn after a tool round (a cancel, max_tool_errors); [] to go on."""

@@ -22,23 +22,24 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-async def await_until(awaitable: Awaitable[T], when: float, armed: Callable[[asyncio.Timeout], None],
-                      disarmed: Callable[[asyncio.Timeout], None]) -> T:
+async def await_until(awaitable: Awaitable[T], when: float | Callable[[], float],
+                      armed: Callable[[asyncio.Timeout], None], disarmed: Callable[[asyncio.Timeout], None]) -> T:
     """``await awaitable`` with a deadline at loop time ``when`` (see the module docstring).
 
-    ``armed(timeout)`` is called with the entered Timeout once there is one (the coroutine
-    suspended), so a caller can ``reschedule`` it (stop the coroutine early); ``disarmed(timeout)``
-    when it is done.
+    ``when`` may also be a function giving that loop time, called only when a timer is armed
+    (a caller that needs the clock only then). ``armed(timeout)`` is called with the entered
+    Timeout once there is one (the coroutine suspended), so a caller can ``reschedule`` it (stop
+    the coroutine early); ``disarmed(timeout)`` when it is done.
     Anything but a native coroutine is awaited under the timeout from the start.
     """
     if type(awaitable) is not types.CoroutineType:
-        return await _under(asyncio.timeout_at(when), awaitable, armed, disarmed)
+        return await _under(asyncio.timeout_at(when() if callable(when) else when), awaitable, armed, disarmed)
     step = awaitable.__await__()
     try:
         first = step.send(None)
     except StopIteration as done:
         return done.value
-    return await _under(asyncio.timeout_at(when), _Resumed(step, first), armed, disarmed)
+    return await _under(asyncio.timeout_at(when() if callable(when) else when), _Resumed(step, first), armed, disarmed)
 
 
 async def _under(timeout: asyncio.Timeout, awaitable: Awaitable[T], armed: Callable[[asyncio.Timeout], None],

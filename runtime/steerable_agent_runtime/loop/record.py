@@ -68,13 +68,17 @@ class RecordWriter:
         the LLMMessage instances: a storage dumps a sound one without validating it again and
         stores the same bytes as for its ``to_wire()`` (history.prepare_append).
         """
-        pending = transcript[self.flushed:]
-        if self.storage is None or not pending:
-            self.flushed = len(transcript)
+        flushed, count = self.flushed, len(transcript)
+        if self.storage is None or count <= flushed:
+            self.flushed = count
             return 0
-        await self.storage.append_history(self.record_id, [{"type": "item", "message": m} for m in pending])
-        self.flushed = len(transcript)
-        return len(pending)
+        if count == flushed + 1:  # the common flush: one message
+            entries = [{"type": "item", "message": transcript[flushed]}]
+        else:
+            entries = [{"type": "item", "message": m} for m in transcript[flushed:]]
+        await self.storage.append_history(self.record_id, entries)
+        self.flushed = count
+        return count - flushed
 
     async def rewrite(self, request: RewriteRequest) -> None:
         """Append one compaction_boundary for ``request``; its messages are then all flushed."""

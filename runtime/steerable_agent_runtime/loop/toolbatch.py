@@ -99,6 +99,8 @@ class ToolBatch:
         calls when ``parallel_tools`` is on; anything else alone). The loop yields each group's
         ``tool_call_start`` events, then awaits :meth:`run_group` (or :meth:`answer_cancelled`
         once a cancel is set), so a consumer sees a start before its tool runs."""
+        if len(calls) == 1:
+            return [calls]
         return self._groups(calls)
 
     def answer_cancelled(self, group: list[ToolCall], ctx: LoopContext,
@@ -160,10 +162,14 @@ class ToolBatch:
             first = self.seen[key] = asyncio.get_running_loop().create_future()
         try:
             started = time.perf_counter()
-            if type(run) is NullRun:  # no recorder: no span to open
-                result, denied = await self._call(call, self.mode(call), ctx, NULL_SPAN)
-            else:
+            if type(run) is not NullRun:
                 result, denied = await self._traced(call, ctx, run)
+            else:  # no recorder: no span to open
+                mode = self._mode_of(call.name) if self._mode_of else None
+                if mode in CONSENT_MODES or ctx.consent_granted or self._post_tool_result is not None:
+                    result, denied = await self._call(call, mode, ctx, NULL_SPAN)
+                else:  # what _call does for such a call: run it, nothing else
+                    result, denied = await self._execute(call, ctx, started)
             ms = (time.perf_counter() - started) * 1000.0
         except BaseException:
             if first is not None:
@@ -225,13 +231,20 @@ class ToolBatch:
         for deadline in list(self._running):
             deadline.reschedule(now)
 
-    async def _execute(self, call: ToolCall, ctx: LoopContext) -> tuple[ToolResult, bool]:
-        """Run the call: its result, and whether a host executor refused it (a denial)."""
+    async def _execute(self, call: ToolCall, ctx: LoopContext, started: float | None = None) -> tuple[ToolResult, bool]:
+        """Run the call: its result, and whether a host executor refused it (a denial).
+
+        ``started`` (``time.perf_counter()`` when the call began, default now) dates the timeout."""
         # In this task (no helper tasks), under a timeout armed once the call first waits (see
-        # .deadline); a cancel reschedules the armed timeout to now.
+        # .deadline), at tool_timeout_s after ``started``; a cancel reschedules it to now.
         if self.cancelled.is_set():
             return ToolResult.failed(CANCELLED_ERROR), False
-        when = asyncio.get_running_loop().time() + self.config.tool_timeout_s
+        if started is None:
+            started = time.perf_counter()
+        timeout_s = self.config.tool_timeout_s
+
+        def when() -> float:  # the loop time tool_timeout_s after ``started``; read only if a timer is armed
+            return asyncio.get_running_loop().time() + timeout_s - (time.perf_counter() - started)
         try:
             if self._dispatch is not None:
                 pending = self._dispatch(call, consent_granted=ctx.consent_granted, context=ctx)
@@ -247,7 +260,7 @@ class ToolBatch:
             return ToolResult.failed(f"denied: {exc}"), True
         except Exception as exc:  # noqa: BLE001 - a host executor's failure is the model's to read
             return ToolResult.failed(f"tool {call.name!r} raised {type(exc).__name__}: {exc}"), False
-        return _checked(call, value), False
+        return (value if type(value) is ToolResult else _checked(call, value)), False
 
     def _arm(self, timeout: asyncio.Timeout) -> None:
         self._running.add(timeout)

@@ -98,12 +98,11 @@ class InMemoryStorage:
         prepared = prepare_append(record_id, entries, 1 if log is None else len(log) + 1)
         if log is None:
             log = self._history[record_id] = []
-        marks = self._checkpoints.setdefault(record_id, [])
         stored = []
         for p in prepared:
             log.append(p.data)
             if p.type in CHECKPOINT_TYPES:
-                marks.append(p.seq)
+                self._checkpoints.setdefault(record_id, []).append(p.seq)
             stored.append(p.wire)
         return stored
 
