@@ -125,6 +125,22 @@ def test_no_template_where_a_later_duplicate_key_overrides_the_slot():
     assert learn(data, loads(data), loads).tail.endswith('"x":{"content":"a"}}')
 
 
+@pytest.mark.parametrize("frame", FRAMES, ids=lambda f: f.__name__)
+@settings(max_examples=150, deadline=None)
+@given(items=st.lists(st.tuples(st.booleans(), TEXT), max_size=12), at=st.integers(min_value=0, max_value=3))
+def test_read_takes_the_run_of_fitting_chunks_and_stops_at_the_first_other(frame, items, at):
+    """read(batch, at, emit) is text() over batch[at:] up to the first chunk text() refuses."""
+    template = template_of(frame)
+    batch = [frame(text) if fits else json.dumps({"other": text}) for fits, text in items]
+    got: list[str] = []
+    end = template.read(batch, at, got.append)
+    expected_end = at
+    while expected_end < len(batch) and template.text(batch[expected_end]) is not None:
+        expected_end += 1
+    assert end == expected_end
+    assert got == [t for t in (template.text(d) for d in batch[at:end]) if t]
+
+
 def test_the_probe_is_a_plain_string():
     assert json.dumps(PROBE) == f'"{PROBE}"'
 
@@ -176,18 +192,19 @@ def test_a_stream_reads_the_same_chunks_as_a_plain_json_loads_reading(name, with
             finally:
                 await provider.aclose()
 
-    fast = []
-    text = ChunkTemplate.text
+    fast: list[str] = []  # the texts read through a template (empty ones included)
+    hits = [0]
+    read_run = ChunkTemplate.read
 
-    def counted(self, data):
-        value = text(self, data)
-        fast.append(value)
-        return value
+    def counted(self, batch, at, emit):
+        end = read_run(self, batch, at, emit)
+        hits[0] += end - at
+        fast.extend(self.text(data) for data in batch[at:end])
+        return end
 
-    monkeypatch.setattr(ChunkTemplate, "text", counted)  # the real method, counted
+    monkeypatch.setattr(ChunkTemplate, "read", counted)  # the real method, counted
     chunks = run(read())
-    hits = sum(value is not None for value in fast)
-    assert hits >= FAST[name], (hits, len(fast))
+    assert hits[0] >= FAST[name], (hits, len(fast))
     assert texts == expected
     yielded = [c.content_delta for c in chunks if c.content_delta]
     assert len(yielded) == (len(expected) - sum(bool(value) for value in fast) if with_sink else len(expected))

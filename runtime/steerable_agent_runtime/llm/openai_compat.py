@@ -128,18 +128,23 @@ class OpenAICompatProvider(BearerEndpoint):
         sink = options.get("text_sink")
         async with aclosing(batches):
             async for batch in batches:  # one async step per network read, not per event
-                for data in batch:  # each event's data: this wire reads neither type nor id
+                at, size = 0, len(batch)  # each event's data: this wire reads neither type nor id
+                while at < size:
                     template = state.template
-                    if template is not None:  # the hot path: a chunk that is the last one's frame
-                        text = template.text(data)
-                        if text is not None:
-                            state.hits += 1
-                            if text:
-                                if sink is None:
-                                    yield LLMStreamChunk(text, None)
-                                else:
-                                    sink(text)
-                            continue
+                    if template is not None:  # the hot path: a run of chunks in the stream's frame
+                        if sink is not None:
+                            end = template.read(batch, at, sink)
+                        else:
+                            texts: list[str] = []
+                            end = template.read(batch, at, texts.append)
+                            for text in texts:
+                                yield LLMStreamChunk(text, None)
+                        state.hits += end - at
+                        at = end
+                        if at == size:
+                            break
+                    data = batch[at]
+                    at += 1
                     if data == "[DONE]":
                         state.done = True
                         break

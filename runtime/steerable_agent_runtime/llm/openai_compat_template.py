@@ -62,6 +62,28 @@ class ChunkTemplate:
         return None
 
 
+    def read(self, batch: list[str], at: int, emit: Callable[[str], Any]) -> int:
+        """:meth:`text` over ``batch[at:]`` while its chunks fit: ``emit`` each non-empty text,
+        in order; returns the index of the first chunk that does not fit (``len(batch)`` when
+        all did). One call per run of chunks instead of one per chunk."""
+        head, tail, start, after = self.head, self.tail, self.start, self.after
+        size = len(batch)
+        while at < size:
+            data = batch[at]
+            if not (data.startswith(head) and data.endswith(tail)):
+                return at
+            try:
+                value, end = scanstring(data, start)
+            except ValueError:
+                return at
+            if end != len(data) - after:
+                return at
+            if value:
+                emit(value)
+            at += 1
+        return at
+
+
 def learn(data: str, obj: Any, loads: Callable[[str], Any]) -> ChunkTemplate | None:
     """The template of ``data`` (whose parsed value is ``obj``), or None when it has none.
 
