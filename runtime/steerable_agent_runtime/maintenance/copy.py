@@ -106,7 +106,7 @@ def _destination(source: str | os.PathLike[str], to: str, *, create: bool) -> It
     try:
         yield SqlAlchemyStorage(f"sqlite+aiosqlite:///{Path(to).resolve()}", create=create, upgrade=create), str(to)
     finally:
-        lease.release()
+        lease.release(discard=True)
 
 
 async def _has_schema(dest: Any) -> bool:

@@ -102,7 +102,7 @@ def repair(path: str | os.PathLike[str], *, dry_run: bool = False, progress: Pro
             _remove_temp(new)
         return report
     finally:
-        lease.release()
+        lease.release(discard=True)
 
 
 def _backup(db: Path, now: datetime, step: Progress) -> Path:

@@ -252,7 +252,7 @@ def claim(path: str | os.PathLike[str], *, allow_missing: bool = False,
         if write and found.exists:
             precheck_wal_markers(path)
     except BaseException:
-        lease.release()
+        lease.release(discard=True)
         raise
     return found, lease
 
@@ -521,7 +521,7 @@ def held(path: str | os.PathLike[str], *, write: bool, allow_missing: bool = Fal
     try:
         yield found
     finally:
-        lease.release()
+        lease.release(discard=True)  # a job's lease: a lock file it created goes with it
 
 
 @contextmanager

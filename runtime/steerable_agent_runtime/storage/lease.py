@@ -7,20 +7,30 @@ Guarantees:
 - One holder at a time, across processes and within one process (flock locks belong to
   the open file description, so a second open in the same process is refused too).
 - Process death releases the lease (the kernel drops the lock); there is no TTL steal.
-- The lock file is created 0600, never deleted, never renamed. The holder writes its pid
-  into it so a refused opener can name the holder.
+- The lock file is created 0600 and never renamed. The holder writes its pid into it so a
+  refused opener can name the holder. The app's lock file is never deleted; a job's lease
+  (``release(discard=True)``: a maintenance job, or an opener that refused the store) removes
+  the lock file only if this very lease created it, and only while still holding it and only
+  if the name still points at the file it locked (``fstat`` of its descriptor against
+  ``lstat`` of the name). So a lock file another process created, or holds, is never removed.
+- Removing is safe because every acquirer checks, after locking, that the name still points at
+  the file it locked, and otherwise starts over: whoever opened the file before it was removed
+  and locks it afterwards holds an unnamed file, notices, and opens the name again.
 - :func:`lease_holder` finds the holder without taking the lock, so inspecting never makes
   a concurrent opener fail.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from dataclasses import dataclass
+from typing import NoReturn
 from pathlib import Path
 
 from ..errors import NotAStoreError, StoreAlreadyOwnedError
+from .leftovers import discard_new_siblings, present_siblings
 from .specialfiles import kind_of
 
 _WINDOWS_LOCK_OFFSET = 1 << 30
@@ -92,13 +102,15 @@ class WriteLease:
 
     ``acquire()`` raises StoreAlreadyOwnedError naming the holder's pid when another opener
     holds it, NotAStoreError when the lock file cannot be created or opened (read-only
-    directory). ``release()`` is idempotent.
+    directory) or is not a regular file. ``release()`` is idempotent.
     """
 
     def __init__(self, db_path: str | os.PathLike[str]) -> None:
         self.db_path = Path(db_path)
         self.lock_path = lock_path_for(db_path)
         self._fd: int | None = None
+        self._created = False
+        self._siblings: frozenset[str] = frozenset()
 
     @property
     def held(self) -> bool:
@@ -107,26 +119,47 @@ class WriteLease:
 
     def acquire(self) -> "WriteLease":
         """Take the lease or raise; on success the lock file holds this pid."""
-        fd = self._open_lock_file()
-        if not _lock(fd):
+        for _attempt in range(_REOPEN_ATTEMPTS):
+            fd, created = self._open_lock_file()
+            locked = _lock_named(fd, self.lock_path)
+            if locked:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+                self._fd, self._created = fd, created
+                self._siblings = present_siblings(self.db_path)
+                return self
             os.close(fd)
-            holder = lease_holder(self.db_path)
-            pid = holder.pid if holder else _read_pid(self.lock_path)
-            who = "this process" if pid == os.getpid() else f"pid {pid}" if pid else "another process"
-            raise StoreAlreadyOwnedError(
-                f"{self.db_path}: the write lease {self.lock_path.name} is held by {who}",
-                path=str(self.db_path), holder_pid=pid,
-            )
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._fd = fd
-        return self
+            if locked is None:  # even if this open created it: another process holds it now
+                self._refuse()
+        self._refuse()
 
-    def _open_lock_file(self) -> int:
+    def _refuse(self) -> NoReturn:
+        holder = lease_holder(self.db_path)
+        pid = holder.pid if holder else _read_pid(self.lock_path)
+        who = "this process" if pid == os.getpid() else f"pid {pid}" if pid else "another process"
+        raise StoreAlreadyOwnedError(
+            f"{self.db_path}: the write lease {self.lock_path.name} is held by {who}",
+            path=str(self.db_path), holder_pid=pid,
+        )
+
+    def _open_or_create(self, flags: int) -> tuple[int, bool]:
+        for _attempt in range(_REOPEN_ATTEMPTS):
+            try:
+                return os.open(self.lock_path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
+            except FileExistsError:
+                pass
+            try:
+                return os.open(self.lock_path, flags), False
+            except FileNotFoundError:  # its creator removed it between the two opens
+                continue
+        raise OSError(errno.EAGAIN, "it keeps being created and removed")
+
+    def _open_lock_file(self) -> tuple[int, bool]:
+        """The lock file's descriptor and whether this call created the file."""
         # O_NONBLOCK: a FIFO put where the lock file goes must not block the open.
-        flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        flags = os.O_RDWR | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(self.lock_path, flags, 0o600)
+            fd, created = self._open_or_create(flags)
         except OSError as exc:
             raise NotAStoreError(
                 f"{self.db_path}: cannot create or open the lease file {self.lock_path.name}: {exc.strerror}",
@@ -141,14 +174,22 @@ class WriteLease:
                                  hint=f"move {self.lock_path.name} out of the way (it is not part of the store),"
                                       " then run the command again")
         os.set_blocking(fd, True)
-        return fd
+        return fd, created
 
-    def release(self) -> None:
-        """Give the lease up. The lock file stays where it is."""
+    def release(self, *, discard: bool = False) -> None:
+        """Give the lease up. Idempotent. The lock file stays, unless ``discard`` (a job's lease)
+        and this lease created it: then it is removed first, while still held, if the name
+        still points at it. ``discard`` also removes a ``-shm`` or empty ``-wal`` that appeared
+        while the lease was held, when no connection has the store open (storage/leftovers.py)."""
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
         try:
+            if discard:
+                discard_new_siblings(self.db_path, self._siblings)
+            if discard and self._created and sys.platform != "win32" and _names(fd, self.lock_path):
+                # (Windows cannot remove an open file; there the lock file stays.)
+                os.unlink(self.lock_path)
             _unlock(fd)
         finally:
             os.close(fd)
@@ -157,7 +198,33 @@ class WriteLease:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
-        self.release()
+        """A ``with`` block is a job: the lock file it created is removed (``discard``)."""
+        self.release(discard=True)
+
+
+def _lock_named(fd: int, path: Path) -> bool | None:
+    """Lock ``fd``: True when locked and ``path`` still names that file; None when another
+    holder has it; False (lock dropped again) when its creator removed the file meanwhile,
+    so the caller opens the name again rather than hold a file nobody else can find."""
+    if not _lock(fd):
+        return None
+    if _names(fd, path):
+        return True
+    _unlock(fd)
+    return False
+
+
+def _names(fd: int, path: Path) -> bool:
+    """Whether ``path`` is (still) the file open as ``fd``: the same device and inode."""
+    try:
+        named = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+_REOPEN_ATTEMPTS = 100
 
 
 def _procfs_holder(lock_path: Path) -> LeaseHolder | None:

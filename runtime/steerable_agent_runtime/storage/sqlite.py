@@ -75,7 +75,7 @@ class SqliteStorage:
         except BaseException:
             if getattr(self, "_conn", None) is not None:
                 self._conn.close()
-            self.lease.release()
+            self.lease.release(discard=True)  # refused: leave no lock file this open created
             raise
         self.fts = has_fts(self._conn)
 

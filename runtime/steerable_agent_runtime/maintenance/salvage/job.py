@@ -41,7 +41,7 @@ report's exit code is 0 only when nothing was damaged and every winning copy ver
 
 Raises NotAStoreError (missing, a directory, nothing SQLite-like in it, another
 application's database), OutputExistsError (an output exists and ``force`` is False, or it
-is the source), StoreAlreadyOwnedError (the rebuild target's lease is held),
+is the source), StoreAlreadyOwnedError (the rebuild target's lease is held: nothing is written),
 DatabaseDamagedError (the store kept changing under three attempts). Never prints.
 """
 
@@ -53,7 +53,7 @@ import sqlite3
 import stat
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ from ...errors import DatabaseDamagedError, NotAStoreError, SteerableError
 from ...privatefile import WRITE_ERRNOS
 from ...sqlitefile.pinned import open_pinned
 from ...storage.access import has_wal_content, wal_path
+from ...storage.lease import WriteLease
 from ...storage.specialfiles import refuse_special_files
 from ...storage.schema import APPLICATION_ID
 from ...storage.snapshot import Snapshot, SourceMoved, private_temp_base
@@ -150,7 +151,10 @@ def salvage(path: str | os.PathLike[str], out: str | os.PathLike[str], *, rebuil
     rebuild_path = check_target(rebuild, force=force, source=source) if rebuild is not None else None
     step = progress or no_progress
     try:
-        return _attempts(source, out_path, rebuild_path, force, step)
+        # The rebuild target's lease is taken first: when another process holds it, nothing
+        # is written, not even the JSONL export.
+        with WriteLease(rebuild_path) if rebuild_path is not None else nullcontext():
+            return _attempts(source, out_path, rebuild_path, force, step)
     except (sqlite3.OperationalError, OSError) as exc:  # writing salvage's own files: the source is only read
         if not _disk_trouble(exc):
             raise

@@ -23,7 +23,6 @@ from pydantic_core import from_json
 
 from ...errors import NotAStoreError, OutputExistsError
 from ...privatefile import atomic_output
-from ...storage.lease import WriteLease
 from ...storage.checksum import IDENTITY, row_crc
 from ...storage.schema import SCHEMA_VERSION, TABLES, create_schema
 from .rows import expected_columns, indexed_values, parsed_valid, row_valid
@@ -169,11 +168,10 @@ def _b(flag: Any) -> str:
 def write_store(spool: Spool, target: Path, *, force: bool,
                 on_unplaced: Callable[[str, list[Any], str], None]) -> dict[str, int]:
     """Write a fresh store (current schema) with the newest verified copy of each placeable
-    key (never a key whose verified copies collide); hold the target's write lease while doing
-    it. Each row's checksum is computed anew with the current rule (a copy is only placed once
+    key (never a key whose verified copies collide); the caller holds the target's write lease. Each row's checksum is computed anew with the current rule (a copy is only placed once
     it verified under its store's rule). Return rows placed per table."""
     placed: dict[str, int] = {}
-    with WriteLease(target), atomic_output(target, force=force) as (tmp, _fh):
+    with atomic_output(target, force=force) as (tmp, _fh):
         conn = sqlite3.connect(tmp, isolation_level=None)
         try:
             create_schema(conn)
