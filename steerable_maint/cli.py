@@ -15,7 +15,7 @@ import click
 from steerable_agent_runtime import __version__
 from steerable_agent_runtime.errors import ExitCode
 
-from .render import fail, one_line, quiet_broken_stdout
+from .render import escape_unencodable_output, fail, one_line, quiet_broken_stdout
 
 from .commands import archive, check, compact, copy, history, inspect, repair, restore, salvage, search, traces
 
@@ -31,11 +31,13 @@ class _Group(click.Group):
     No arguments at all prints the usage (the group's help) on stderr, exit 2. An argument
     that is not valid UTF-8 is refused before parsing (exit 2): paths and text reach
     SQLite, JSON reports and collectors, which all need UTF-8. A reader that went away
-    (``steerable-maint ... | head``) ends the run quietly with the job's own exit code.
+    (``steerable-maint ... | head``) ends the run quietly with the job's own exit code. What
+    stdout or stderr cannot encode (a lone surrogate in a stored value) is written escaped.
     """
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
         argv = list(sys.argv[1:] if args is None else args)
+        escape_unencodable_output()
         try:
             _refuse_non_utf8(argv)
             code = super().main(args=argv, prog_name=prog_name, complete_var=complete_var,

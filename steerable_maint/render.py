@@ -10,6 +10,7 @@ with STEERABLE_DEBUG=1 every failure also prints its exception chain (the causes
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -21,6 +22,7 @@ from typing import TypeVar
 
 import click
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -58,6 +60,28 @@ def one_line(text: str) -> str:
     text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= MAX_LINE else text[:MAX_LINE - 1] + "…"
+
+
+def escape_unencodable_output() -> None:
+    """Make stdout and stderr write a character they cannot encode as its backslash escape
+    instead of failing the job: a lone surrogate in a stored value (JSON text ``"\\ud800"`` in
+    a row's data) is shown as ``\\ud800``, the way ``one_line`` shows it in an Error line."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass  # not a text stream we can reconfigure: it keeps its own handler
+
+
+def report_json(report: BaseModel) -> str:
+    """The report as JSON text (``--json``). A stored value with a lone surrogate, which
+    pydantic will not encode, is written as its JSON escape (``\\ud800``): the JSON stays
+    valid and says exactly what is stored."""
+    try:
+        return report.model_dump_json(indent=2)
+    except PydanticSerializationError:
+        text = json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False)
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def fail(message: str, hint: str, code: int) -> "click.exceptions.Exit":
@@ -118,7 +142,7 @@ def run_job(call: Callable[[Callable[[str, int, int | None], None]], R], *, as_j
             report = call(progress)
         try:
             if as_json:
-                click.echo(report.model_dump_json(indent=2))
+                click.echo(report_json(report))
             else:
                 render(report)
             sys.stdout.flush()

@@ -115,7 +115,7 @@ def _select_traces(conn: sqlite3.Connection, session_id: str | None, chat_id: st
     if since is not None:
         where.append("started_at >= ?")
         params.append(since)
-    sql = f"SELECT trace_id, data, crc, {identity_sql('traces')} FROM traces"
+    sql = f"SELECT trace_id, CAST(data AS BLOB), crc, {identity_sql('traces')} FROM traces"
     sql += (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at, trace_id"
     ok = store_checker(conn)
     return [_load(HarnessTrace, "traces", ok, row) for row in conn.execute(sql, params)]
@@ -124,10 +124,10 @@ def _select_traces(conn: sqlite3.Connection, session_id: str | None, chat_id: st
 def _read_bundle(conn: sqlite3.Connection, trace: HarnessTrace) -> TraceBundle:
     ok = store_checker(conn)
     spans = [_load(TraceSpan, "spans", ok, row) for row in conn.execute(
-        f"SELECT span_id, data, crc, {identity_sql('spans')} FROM spans WHERE trace_id = ? ORDER BY start_at, span_id",
+        f"SELECT span_id, CAST(data AS BLOB), crc, {identity_sql('spans')} FROM spans WHERE trace_id = ? ORDER BY start_at, span_id",
         (trace.trace_id,))]
     events = [_load(TraceEvent, "events", ok, row) for row in conn.execute(
-        f"SELECT event_id, data, crc, {identity_sql('events')} FROM events WHERE trace_id = ? ORDER BY at, event_id",
+        f"SELECT event_id, CAST(data AS BLOB), crc, {identity_sql('events')} FROM events WHERE trace_id = ? ORDER BY at, event_id",
         (trace.trace_id,))]
     return TraceBundle(trace=trace, spans=spans, events=events)
 

@@ -526,10 +526,17 @@ def held(path: str | os.PathLike[str], *, write: bool, allow_missing: bool = Fal
 
 @contextmanager
 def connection(path: str | os.PathLike[str], *, readonly: bool) -> Iterator[sqlite3.Connection]:
-    """A connection to a store this process holds (see :func:`held`), closed on exit."""
+    """A connection to a store this process holds (see :func:`held`), closed on exit. A damage,
+    access or undecodable-text error SQLite raises in the block is its project error
+    (dberrors.as_store_error); any other error is re-raised as it is."""
     conn = connect(path, readonly=readonly)
     try:
         yield conn
+    except sqlite3.Error as exc:
+        error = as_store_error(exc, path)
+        if error is None:
+            raise
+        raise error from exc
     finally:
         conn.close()
 

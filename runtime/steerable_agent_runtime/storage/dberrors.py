@@ -84,11 +84,18 @@ def is_damage(exc: BaseException) -> bool:
 
 def as_store_error(exc: sqlite3.Error, path: str | os.PathLike[str]) -> SteerableError | None:
     """The project error for ``exc`` raised on the store at ``path``: DatabaseDamagedError for
-    damage, StoreAccessError for access; None when it is neither (the caller re-raises: a bug,
-    a lock, or a caller's bad statement). The SQLite error stays the ``__cause__``."""
+    damage and for a stored text value that is not UTF-8 (another program wrote raw bytes, such
+    as an encoded lone surrogate, into a TEXT column), StoreAccessError for access; None when
+    it is neither (the caller re-raises: a bug, a lock, or a caller's bad statement). The
+    SQLite error stays the ``__cause__``."""
     found = kind(exc)
     if found == "damage":
         error: SteerableError = DatabaseDamagedError(f"{path}: SQLite reports damage: {exc}", path=str(path))
+    elif found == "decode":
+        error = DatabaseDamagedError(
+            f"{path}: a stored text value is not valid UTF-8 ({exc}); nothing was changed", path=str(path),
+            hint="`steerable-maint check DB` lists the row (another program wrote it); `steerable-maint salvage`"
+                 " exports the rest")
     elif found == "access":
         name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
         error = StoreAccessError(f"{path}: SQLite cannot use it ({name}): {exc}", path=str(path))
