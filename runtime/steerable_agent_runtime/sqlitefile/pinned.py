@@ -160,3 +160,17 @@ def parked(path: str | os.PathLike[str] | None = None) -> int:
             return sum(len(fds) for fds in _parked.values())
         st = os.stat(path)
         return len(_parked.get((st.st_dev, st.st_ino), ()))
+
+
+def open_elsewhere(path: str | os.PathLike[str]) -> bool:
+    """Whether a descriptor of this process that this module does not own refers to the file at
+    ``path`` (a sqlite3 connection of this process has it open); True when that cannot be known.
+    Only when it is False may a caller open and close a descriptor of its own on the file
+    (holding :func:`opening` from this check to that close)."""
+    with _lock:
+        busy = _others()
+        try:
+            st = os.stat(path)
+        except OSError:
+            return True
+        return busy is None or (st.st_dev, st.st_ino) in busy

@@ -11,9 +11,9 @@ EXCLUSIVE lock on the db file, which it gets only when no other connection is op
 connection to a WAL store holds a SHARED lock on the db file as long as it is open, and must
 take it before it maps the ``-shm``). This module takes the same lock, as an open file
 description lock (Linux ``F_OFD_SETLK``: it conflicts with every process's SQLite locks,
-this process's too), and only when ``/proc/locks`` lists no lock at all on the db file
-(closing our descriptor would drop this process's own SQLite locks on it). If anything holds
-a lock, or the platform has no such lock, the files stay. A ``-shm`` is removed whatever it
+this process's too), and only when no other descriptor of this process refers to the db file
+(sqlitefile/pinned.py: closing our descriptor would drop this process's own SQLite locks on
+it). If anything holds a lock, or the platform has no such lock, the files stay. A ``-shm`` is removed whatever it
 holds (it is an index SQLite rebuilds from the ``-wal``); a ``-wal`` only when it is empty.
 Never raises: this is cleanup after the job's outcome is decided.
 """
@@ -24,6 +24,8 @@ import os
 import stat
 import struct
 from pathlib import Path
+
+from ..sqlitefile.pinned import open_elsewhere, opening
 
 SUFFIXES = ("-wal", "-shm")
 _SHARED_FIRST = 0x40000000 + 2  # SQLite's PENDING_BYTE + 2: the db file's SHARED range
@@ -40,14 +42,25 @@ def discard_new_siblings(db: str | os.PathLike[str], before: frozenset[str]) -> 
     connection anywhere has the store open (see the module doc); otherwise leave them."""
     new = [Path(f"{os.fspath(db)}{s}") for s in SUFFIXES if s not in before]
     new = [p for p in new if os.path.lexists(p)]
-    if not new or _any_lock_on(db):
+    if not new:
         return
     try:
         import fcntl
 
         ofd_setlk = fcntl.F_OFD_SETLK  # type: ignore[attr-defined]
+    except (ImportError, AttributeError):
+        return
+    with opening():  # no library connection is made between the check and our close
+        if not open_elsewhere(db):
+            _remove_under_lock(db, new, ofd_setlk)
+
+
+def _remove_under_lock(db: str | os.PathLike[str], new: list[Path], ofd_setlk: int) -> None:
+    import fcntl
+
+    try:
         fd = os.open(db, os.O_RDWR | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    except (ImportError, AttributeError, OSError):
+    except OSError:
         return
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -61,15 +74,3 @@ def discard_new_siblings(db: str | os.PathLike[str], before: frozenset[str]) -> 
         return  # another connection holds the store (or the file went): the files stay
     finally:
         os.close(fd)  # drops the lock
-
-
-def _any_lock_on(db: str | os.PathLike[str]) -> bool:
-    """Whether /proc/locks lists any lock (held or waited for) on the db file; True when it
-    cannot be read."""
-    try:
-        st = os.stat(db)
-        text = Path("/proc/locks").read_text()
-    except OSError:
-        return True
-    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    return any(wanted in line.split() for line in text.splitlines())
