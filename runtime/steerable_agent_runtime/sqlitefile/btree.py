@@ -23,7 +23,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .record import decode_record, local_payload_size, read_varint
 from .pages import (
@@ -274,17 +274,32 @@ def read_overflow(db: SqliteFile, pgno: int, need: int, as_of: int | None = None
     """
     if as_of is not None:
         return _ledger_chain(db, ChainLedger(), pgno, need, as_of, None)
+
+    def take(number: int) -> bytes | None | Literal[False]:
+        mark = db.marks[number]
+        if mark not in (0, MARK_FREE_LEAF):
+            return False
+        db.marks[number] = MARK_OVERFLOW if mark == 0 else MARK_FREE_OVERFLOW
+        return db.page(number)
+
+    return _follow_chain(db, pgno, need, take)
+
+
+def _follow_chain(db: SqliteFile, pgno: int, need: int,
+                  take: Callable[[int], bytes | None | Literal[False]]) -> bytes | None:
+    """The one overflow-chain walk: ``need`` bytes from page ``pgno`` on. ``take(pgno)`` claims
+    and reads a page: its image, None when it cannot be read, False when this walk has had it
+    already (noted as ``overflow_page_shared``). None if the chain leaves the file, meets a page
+    twice or ends short (noted as ``overflow_chain_broken``)."""
     parts: list[bytes] = []
     while need > 0:
         if not db.valid_pgno(pgno):
             db.note("overflow_chain_broken")
             return None
-        mark = db.marks[pgno]
-        if mark not in (0, MARK_FREE_LEAF):
+        page = take(pgno)
+        if page is False:
             db.note("overflow_page_shared", pgno)
             return None
-        db.marks[pgno] = MARK_OVERFLOW if mark == 0 else MARK_FREE_OVERFLOW
-        page = db.page(pgno)
         if page is None:
             db.note("overflow_chain_broken", pgno)
             return None
@@ -309,25 +324,15 @@ def _ledger_chain(db: SqliteFile, ledger: ChainLedger, pgno: int, need: int, as_
         return None
     if local_crc is not None:
         ledger.starts[first] = (need, local_crc)
-    parts: list[bytes] = []
-    while need > 0:
-        if not db.valid_pgno(pgno):
-            db.note("overflow_chain_broken")
-            return None
-        key = db.locate(pgno, as_of)
+
+    def take(number: int) -> bytes | None | Literal[False]:
+        key = db.locate(number, as_of)
         if key in ledger.read:
-            db.note("overflow_page_shared", pgno)
-            return None
+            return False
         ledger.read.add(key)
-        page = db.image(key)
-        if page is None:
-            db.note("overflow_chain_broken", pgno)
-            return None
-        chunk = page[4:db.usable][:need]
-        parts.append(chunk)
-        need -= len(chunk)
-        pgno = struct.unpack_from(">I", page, 0)[0]
-    return b"".join(parts)
+        return db.image(key)
+
+    return _follow_chain(db, pgno, need, take)
 
 
 def walk_freelist(db: SqliteFile) -> list[int]:

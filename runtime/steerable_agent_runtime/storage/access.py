@@ -475,11 +475,8 @@ def _connect_once(path: str | os.PathLike[str], *, readonly: bool, synchronous: 
         conn.execute("PRAGMA temp_store = MEMORY")
         if empty and not readonly:
             create_schema(conn)
-    except sqlite3.Error as exc:
+    except sqlite3.DatabaseError as exc:  # busy, damage, access and decode errors are all DatabaseErrors
         conn.close()
-        if dberrors.kind(exc) != "busy" and as_store_error(exc, path) is None \
-                and not isinstance(exc, sqlite3.DatabaseError):
-            raise
         raise read_error(exc, path, "open") from exc
     except BaseException:
         conn.close()
