@@ -372,18 +372,25 @@ def _sound_item(message: LLMMessage, seq: int, at: str) -> PreparedEntry | None:
     form); None when the message is not sound (is_sound_message) or its serializer refuses it
     (the dict path then raises the usual error)."""
     fields = message.__dict__
-    if not _sound_fields(fields):
+    role, content, calls = fields.get("role"), fields.get("content"), fields.get("tool_calls")
+    call_id, name = fields.get("tool_call_id"), fields.get("name")
+    # _sound_fields, inline (this runs for every message the loop appends)
+    if len(fields) != 5 or type(role) is not str or role not in CHAT_ROLES:
+        return None
+    if (call_id is not None and type(call_id) is not str) or (name is not None and type(name) is not str):
+        return None
+    if content is not None and type(content) is not str and not _dicts_with_str_keys(content):
+        return None
+    if calls is not None and not _dicts_with_str_keys(calls):
         return None
     try:
         text = _dump_message_json(message, by_alias=True, exclude_none=True).decode()
     except Exception:  # noqa: BLE001 - the dict path reports it
         return None
-    content = fields["content"]
-    if fields["tool_calls"] is None and (content is None or type(content) is str):
+    if calls is None and (content is None or type(content) is str):
         # every field a str or None: the wire dict built as the serializer builds it (same keys,
         # same order), without the serializer
-        wire_message: dict[str, Any] = {"role": fields["role"]}
-        call_id, name = fields["tool_call_id"], fields["name"]
+        wire_message: dict[str, Any] = {"role": role}
         if content is not None:
             wire_message["content"] = content
         if call_id is not None:

@@ -37,7 +37,7 @@ from .hooks import LoopContext, LoopHooks, NoopHooks, RewriteRequest, overrides
 from .record import RecordWriter, repair_dangling
 from .request import Attempt, SinkCancel, close_stream, provider_sink
 from .spans import NULL_SPAN, null_run
-from .toolbatch import Approver, ToolBatch, tool_message
+from .toolbatch import Approver, ToolBatch
 
 _DEFAULT_CONFIG = LoopConfig()  # frozen: one instance serves every loop created without a config
 _OUTCOME = {"completed": "ok", "failed": "error", "budget_exhausted": "budget_exhausted", "cancelled": "cancelled"}
@@ -198,6 +198,7 @@ class CoreLoop:
                 options = self.config.request_options()
                 sink = self.text_sink
                 traced = run.trace_id is not None
+                recording = self.storage is not None
                 max_rounds, budget = self.config.max_rounds, self.config.budget_tokens
                 max_tool_errors = self.config.max_tool_errors
                 try:
@@ -217,7 +218,7 @@ class CoreLoop:
                                 return
                         else:
                             t.ctx.round_index = t.round
-                        if len(t.transcript) > writer.flushed:
+                        if recording and len(t.transcript) > writer.flushed:
                             await writer.flush(t.transcript)
                         t.reply, t.calls, t.failure = None, (), None
                         t.rounds_run = t.round + 1
@@ -264,7 +265,12 @@ class CoreLoop:
                                                         yield event
                                                     else:
                                                         sink(event.kind, event.data["delta"])
-                                            outcome.take(chunk)
+                                            if chunk.tool_call is not None:  # Attempt.take, inline
+                                                outcome.calls.append(chunk.tool_call)
+                                            if chunk.usage is not None:
+                                                outcome.usage = chunk.usage
+                                            if chunk.finish_reason is not None:
+                                                outcome.finish_reason = chunk.finish_reason
                                         if self._cancel:
                                             outcome.cancelled = True
                                             break
@@ -285,9 +291,10 @@ class CoreLoop:
                                 break
                             attempt += 1
                         if t.calls and t.failure is None:
-                            await writer.flush(t.transcript)  # the calls are in the record before any runs
+                            if recording:
+                                await writer.flush(t.transcript)  # the calls are in the record before any runs
                             results: list[tuple[ToolCall, Any]] = []
-                            for group in batch.groups(t.calls):
+                            for group in [t.calls] if len(t.calls) == 1 else batch.groups(t.calls):
                                 if self._cancel:
                                     for event in batch.answer_cancelled(group, t.ctx, results):
                                         yield event
@@ -297,9 +304,11 @@ class CoreLoop:
                                                                         "arguments": call.arguments})
                                 for event in await batch.run_group(group, t.ctx, run, results):
                                     yield event
-                            for call, result in results:
-                                t.transcript.append(tool_message(call, result))
-                            await writer.flush(t.transcript)
+                            for call, result in results:  # toolbatch.tool_message, inline
+                                t.transcript.append(LLMMessage(role="tool", tool_call_id=call.id, name=call.name,
+                                                               content=result.to_content()))
+                            if recording:
+                                await writer.flush(t.transcript)
                             yield LoopEvent("stage_complete", {"round": t.round, "usage": t.round_usage.to_wire()})
                             if self._cancel or batch.consecutive_errors >= max_tool_errors:
                                 for event in await self._tool_guards(t):
@@ -445,7 +454,14 @@ class CoreLoop:
             total.cached_prompt_tokens += usage.cached_prompt_tokens
             total.cache_creation_tokens += usage.cache_creation_tokens
         t.round_usage = usage or LLMUsage()
-        t.reply, t.calls, t.finish_reason = outcome.message(), list(outcome.calls), outcome.finish_reason
+        text, calls = outcome.text, outcome.calls
+        if not text and not calls:  # nothing streamed: an empty reply, or none when cancelled
+            t.reply = None if outcome.cancelled else LLMMessage(role="assistant", content="")
+        else:
+            wire_calls = ([calls[0].to_wire()] if len(calls) == 1 else [c.to_wire() for c in calls]) if calls else None
+            t.reply = LLMMessage(role="assistant", content="".join(text) if text or not calls else None,
+                                 tool_calls=wire_calls)
+        t.calls, t.finish_reason = calls, outcome.finish_reason
         if t.reply is not None:
             t.transcript.append(t.reply)
 

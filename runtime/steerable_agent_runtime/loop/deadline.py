@@ -42,6 +42,13 @@ async def await_until(awaitable: Awaitable[T], when: float | Callable[[], float]
     return await _under(asyncio.timeout_at(when() if callable(when) else when), _Resumed(step, first), armed, disarmed)
 
 
+async def resume_until(coro: Any, first: Any, when: float | Callable[[], float],
+                       armed: Callable[[asyncio.Timeout], None], disarmed: Callable[[asyncio.Timeout], None]) -> Any:
+    """The rest of :func:`await_until` for a native coroutine whose first step the caller ran
+    itself (``first = coro.send(None)`` yielded ``first`` rather than returning)."""
+    return await _under(asyncio.timeout_at(when() if callable(when) else when), _Resumed(coro, first), armed, disarmed)
+
+
 async def _under(timeout: asyncio.Timeout, awaitable: Awaitable[T], armed: Callable[[asyncio.Timeout], None],
                  disarmed: Callable[[asyncio.Timeout], None]) -> T:
     try:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..llm.types import LLMUsage
-from ..models import LLMMessage, ToolCall
+from ..models import ToolCall
 from .events import LoopEvent
 
 
@@ -39,13 +39,6 @@ class Attempt:
         self.finish_reason: str | None = None
         self.cancelled = False
         self.error: BaseException | None = None
-
-    def message(self) -> LLMMessage | None:
-        """The assistant message of this attempt (None when it produced nothing)."""
-        if not self.text and not self.calls:
-            return None if self.cancelled else LLMMessage(role="assistant", content="")
-        return LLMMessage(role="assistant", content="".join(self.text) if self.text or not self.calls else None,
-                          tool_calls=[c.to_wire() for c in self.calls] or None)
 
     def span_start(self, provider: Any) -> dict[str, Any]:
         """The ``llm.request`` span's opening attrs (only built when the turn is traced)."""
@@ -80,14 +73,8 @@ class Attempt:
 
     def response_event(self) -> LoopEvent:
         """The ``llm_response`` event (after the span closed)."""
-        return LoopEvent("llm_response", self._response_data())
-
-    def _kind(self) -> str:
-        return getattr(self.error, "kind", None) or "internal"
-
-    def _response_data(self) -> dict[str, Any]:
         if self.error is not None:
-            return {"round": self.round, "attempt": self.attempt, "errorKind": self._kind()}
+            return LoopEvent("llm_response", {"round": self.round, "attempt": self.attempt, "errorKind": self._kind()})
         usage = self.usage
         if usage is None:
             data = {"round": self.round, "attempt": self.attempt, "promptTokens": 0, "cachedPromptTokens": 0,
@@ -97,7 +84,10 @@ class Attempt:
                     "cachedPromptTokens": usage.cached_prompt_tokens, "completionTokens": usage.completion_tokens}
         if self.cancelled:
             data["cancelled"] = True
-        return data
+        return LoopEvent("llm_response", data)
+
+    def _kind(self) -> str:
+        return getattr(self.error, "kind", None) or "internal"
 
     def _span_attrs(self) -> dict[str, Any]:
         if self.error is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from types import CoroutineType
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import replace
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 from ..models import LLMMessage, ToolCall
 from ..tools import CONSENT_MODES, ToolConsentError, ToolResult
 from .config import LoopConfig
-from .deadline import await_until
+from .deadline import await_until, resume_until
 from .events import LoopEvent
 from .hooks import LoopContext, LoopHooks, overrides
 from .spans import NULL_SPAN, NullRun
@@ -250,7 +251,15 @@ class ToolBatch:
                 pending = self._dispatch(call, consent_granted=ctx.consent_granted, context=ctx)
             else:
                 pending = self.tools.execute(call, ctx)
-            value = await await_until(pending, when, self._arm, self._running.discard)
+            if type(pending) is CoroutineType:  # await_until, its first step inline
+                try:
+                    first = pending.send(None)
+                except StopIteration as done:
+                    value = done.value
+                else:
+                    value = await resume_until(pending, first, when, self._arm, self._running.discard)
+            else:
+                value = await await_until(pending, when, self._arm, self._running.discard)
         except TimeoutError:
             if self.cancelled.is_set():
                 return ToolResult.failed(CANCELLED_ERROR), False
