@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -162,7 +163,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    load_before = os.getloadavg()
     result = measure(args)
+    result["load_average"] = {"start": load_before, "end": os.getloadavg()}
     print(f"{'figure':<44} {'ours':>14} {'baseline':>14} {'ratio':>7} {'target':>8} {'met':>4}")
     for key, label in (("memory", "loop round, InMemoryStorage vs bare loop"),
                        ("no_storage", "loop round, no storage vs bare loop"),
@@ -173,6 +176,8 @@ def main() -> None:
         met = "-" if row["target"] is None else ("yes" if row["ratio"] <= row["target"] else "no")
         print(f"{label:<44} {row['ours_us_per_round']:>11.1f} us {row['baseline_us_per_round']:>11.1f} us"
               f" {row['ratio']:>6.2f}x {target:>9} {met:>4}")
+    print("load average (1, 5, 15 min): start {:.2f} {:.2f} {:.2f}, end {:.2f} {:.2f} {:.2f}".format(
+        *result["load_average"]["start"], *result["load_average"]["end"]))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2, default=str))
 

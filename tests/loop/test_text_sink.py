@@ -124,3 +124,19 @@ def test_a_cancel_stops_at_the_same_chunk_with_the_text_kept():
         assert done["status"] == "cancelled", (sink, done)
         assert [d["delta"] for k, d in log if k == "content_delta"] == [f"w{i} " for i in range(5)]
         assert record[-1].role == "assistant" and record[-1].content == "w0 w1 w2 w3 w4 "
+
+
+def test_a_sink_that_raises_fails_the_attempt_like_a_provider_error():
+    for script in (["one two three"], [ScriptedResponse(text="abc", reasoning="think", chunk_chars=2)]):
+        def sink(kind, delta):
+            raise ValueError("sink broke")
+
+        loop = CoreLoop(ScriptedProvider(script), text_sink=sink)
+
+        async def go():
+            return [event async for event in loop.run([{"role": "user", "content": "hi"}], chat_id="c")]
+
+        events = asyncio.run(go())
+        assert events[-1].kind == "completion" and events[-1].data["status"] == "failed"
+        assert any(e.kind == "error" and "sink broke" in e.data["message"] for e in events)
+        assert any(e.kind == "llm_response" and e.data.get("errorKind") == "internal" for e in events)

@@ -208,7 +208,7 @@ class CoreLoop:
                         yield LoopEvent("stage_start", {"round": t.round})
                         if self._steer:
                             for text in self._take_steer():
-                                t.transcript.append(LLMMessage(role="user", content=text))
+                                transcript.append(LLMMessage(role="user", content=text))
                                 yield LoopEvent("steer", {"content": text})
                         if (self._cancel or t.round >= max_rounds or self._hook_pre_step or self._compact
                                 or (budget is not None and t.usage.total_tokens >= budget)):
@@ -217,15 +217,15 @@ class CoreLoop:
                             if t.stopped:
                                 return
                         else:
-                            t.ctx.round_index = t.round
-                        if recording and len(t.transcript) > writer.flushed:
-                            await writer.flush(t.transcript)
+                            ctx.round_index = t.round
+                        if recording and len(transcript) > writer.flushed:
+                            await writer.flush(transcript)
                         t.reply, t.calls, t.failure = None, (), None
                         t.rounds_run = t.round + 1
                         attempt = 1
                         while True:  # the attempts of this round's request, streamed here (see .request)
                             outcome = Attempt(t.round, attempt)
-                            t.ctx.attempt = attempt
+                            ctx.attempt = attempt
                             yield LoopEvent("llm_request", {"round": t.round, "attempt": attempt})
                             async with (run.llm_request(outcome.span_start(self.provider), attempt=attempt)
                                         if traced else NULL_SPAN) as span:
@@ -234,7 +234,7 @@ class CoreLoop:
                                 opts = options if sink is None else {
                                     **options, "text_sink": provider_sink(outcome.text, sink, self._cancel_event)}
                                 try:
-                                    stream = self.provider.stream(list(t.transcript), tools=self.tools.describe() or None,
+                                    stream = self.provider.stream(list(transcript), tools=self.tools.describe() or None,
                                                                   **opts).__aiter__()
                                 except Exception as exc:  # noqa: BLE001 - on_request_error decides
                                     outcome.error, stream = exc, None
@@ -257,14 +257,20 @@ class CoreLoop:
                                             if sink is None:
                                                 yield LoopEvent("content_delta", {"delta": content})
                                             else:
-                                                sink("content_delta", content)
+                                                try:
+                                                    sink("content_delta", content)
+                                                except Exception as exc:  # noqa: BLE001 - fails the attempt
+                                                    outcome.error = exc
+                                                    break
                                         else:
                                             if content or chunk.reasoning_delta:
-                                                for event in outcome.deltas(chunk):
-                                                    if sink is None:
+                                                deltas = outcome.deltas(chunk)
+                                                if sink is None:
+                                                    for event in deltas:
                                                         yield event
-                                                    else:
-                                                        sink(event.kind, event.data["delta"])
+                                                elif (error := _sunk(sink, deltas)) is not None:
+                                                    outcome.error = error
+                                                    break
                                             if chunk.tool_call is not None:  # Attempt.take, inline
                                                 outcome.calls.append(chunk.tool_call)
                                             if chunk.usage is not None:
@@ -292,7 +298,7 @@ class CoreLoop:
                             attempt += 1
                         if t.calls and t.failure is None:
                             if recording:
-                                await writer.flush(t.transcript)  # the calls are in the record before any runs
+                                await writer.flush(transcript)  # the calls are in the record before any runs
                             results: list[tuple[ToolCall, Any]] = []
                             for group in [t.calls] if len(t.calls) == 1 else batch.groups(t.calls):
                                 if self._cancel:
@@ -305,10 +311,10 @@ class CoreLoop:
                                 for event in await batch.run_group(group, t.ctx, run, results):
                                     yield event
                             for call, result in results:  # toolbatch.tool_message, inline
-                                t.transcript.append(LLMMessage(role="tool", tool_call_id=call.id, name=call.name,
+                                transcript.append(LLMMessage(role="tool", tool_call_id=call.id, name=call.name,
                                                                content=result.to_content()))
                             if recording:
-                                await writer.flush(t.transcript)
+                                await writer.flush(transcript)
                             yield LoopEvent("stage_complete", {"round": t.round, "usage": t.round_usage.to_wire()})
                             if self._cancel or batch.consecutive_errors >= max_tool_errors:
                                 for event in await self._tool_guards(t):
@@ -508,6 +514,16 @@ class CoreLoop:
         return [LoopEvent("completion", {"status": status, "reason": reason, "usage": t.usage.to_wire(),
                                          "rounds": t.rounds_run,
                                          "traceId": t.run.trace_id})]
+
+
+def _sunk(sink: Callable[[str, str], None], events: tuple[LoopEvent, ...]) -> Exception | None:
+    """Hand delta events to the text sink; what the sink raised (it fails the attempt), or None."""
+    try:
+        for event in events:
+            sink(event.kind, event.data["delta"])
+    except Exception as exc:  # noqa: BLE001 - a failing sink fails the attempt like a provider error
+        return exc
+    return None
 
 
 def _error_event(error: BaseException) -> LoopEvent:

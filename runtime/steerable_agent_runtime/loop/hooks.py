@@ -128,6 +128,8 @@ class NoopHooks(LoopHooks):
 def overrides(hooks: LoopHooks, name: str) -> bool:
     """Whether ``hooks`` has its own ``name`` method (False: LoopHooks' default, which does
     nothing, so the loop need not call it). Anything not a LoopHooks counts as overriding."""
+    if type(hooks) is NoopHooks and not hooks.__dict__:  # the default hooks: nothing overridden
+        return False
     return (not isinstance(hooks, LoopHooks) or name in getattr(hooks, "__dict__", ())
             or getattr(type(hooks), name, None) is not getattr(LoopHooks, name))
 
