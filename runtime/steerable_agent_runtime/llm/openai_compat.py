@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 from .classify import classify_error_body, malformed_data_error, stream_cut_error
 from .errors import LLMError, ProviderConfigError
 from .http import ClientCache, require_model, stream_sse_batches, validate_base_url
+from .openai_compat_template import ChunkTemplate, learn
 from .parts import ImagePart, parse_parts, text_of
 from .tooldefs import function_tools
-from .openai_compat_template import ChunkTemplate, learn
 from .types import CompleteMixin, FinishReason, LLMStreamChunk, LLMUsage
 
 if TYPE_CHECKING:

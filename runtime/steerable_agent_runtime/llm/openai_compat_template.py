@@ -61,7 +61,6 @@ class ChunkTemplate:
                 return value
         return None
 
-
     def read(self, batch: list[str], at: int, emit: Callable[[str], Any]) -> int:
         """:meth:`text` over ``batch[at:]`` while its chunks fit: ``emit`` each non-empty text,
         in order; returns the index of the first chunk that does not fit (``len(batch)`` when
