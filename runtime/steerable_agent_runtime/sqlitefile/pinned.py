@@ -8,7 +8,7 @@ holds through its own descriptor. SQLite guards against that between its own con
 in the same process silently unlocks the live connection. Then another process may believe
 it is alone: closing its last connection it checkpoints and deletes the ``-wal`` and ``-shm``
 the live connection still writes to, whose acknowledged commits are then lost
-(tests/storage/test_pinned.py shows it with ``check``).
+(tests/storage/test_pinned.py shows it for every in-process job).
 
 :func:`open_pinned` is the one way the library reads a store file's bytes (the header probe,
 the ``-wal`` scans, private copies, salvage's page reader). Its descriptor is closed only
@@ -19,9 +19,10 @@ by a later read once the connections are gone; so there is at most one parked de
 per file per concurrent reader, never one per read. Where descriptors cannot be listed it
 stays parked for the process's life. Windows locks belong to the handle: closed at once.
 
-The library's own connections are created inside :func:`opening`, which excludes the
-check-then-close step, so a connection created in another thread at that moment is seen.
-(A connection created outside the library in another thread at that same instant is not.)
+The library's sqlite3 connections are created inside :func:`opening`, which excludes the
+check-then-close step, so a connection created in another thread at that moment is seen. One
+created elsewhere (a raw sqlite3 connection, SqlAlchemyStorage's aiosqlite pool) in another
+thread at that same instant is not: its first lock could be dropped in that window.
 """
 
 from __future__ import annotations

@@ -416,11 +416,8 @@ def _build_schema(path: Path) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with open_pinned(path) as fh:  # (sqlitefile/pinned.py: the one way a store file is opened in-process)
+        os.fsync(fh.fileno())
 
 
 # 5. connect ----------------------------------------------------------------------------
