@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from steerable_agent_runtime.maintenance import search, SearchReport
-from steerable_agent_runtime.storage.search import ORDERS
+from steerable_agent_runtime.maintenance import SEARCH_ORDERS, search, SearchReport
 
 from ..render import render_findings, run_job, stdout
 
@@ -20,7 +19,7 @@ _ORDER_TITLE = {"recent": "newest match first", "relevance": "best match first"}
 @click.argument("db", type=click.Path(path_type=str, readable=False))  # the library says why it cannot read
 @click.argument("query")
 @click.option("--limit", type=int, default=20, show_default=True, help="At most this many chats.")
-@click.option("--order", type=click.Choice(ORDERS), default="recent", show_default=True,
+@click.option("--order", type=click.Choice(SEARCH_ORDERS), default="recent", show_default=True,
               help="recent: chats by their newest matching message; relevance: by bm25 over the newest 500 matches.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def command(db: str, query: str, limit: int, order: str, as_json: bool) -> None:

@@ -251,3 +251,21 @@ def test_readme_first_command_runs_in_a_real_process(entry):
     bad = subprocess.run([sys.executable, *entry, "check", str(db.parent)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 3 and [line.split(":")[0] for line in bad.stderr.splitlines()] == ["Error", "Hint"]
     assert snapshot(db.parent) == before
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_a_v_column_holding_text_or_bytes_is_damage_not_a_newer_version(fixture_copy, quick):
+    # SQLite orders text and blobs above every number: quick check counted them as newer
+    # versions, then crashed sorting them against ints (exit 4), found by the damage property test.
+    db = fixture_copy("healthy")
+    conn = sqlite3.connect(db)
+    first, second = [r[0] for r in conn.execute("SELECT rowid FROM history ORDER BY rowid LIMIT 2")]
+    conn.execute("UPDATE history SET v = X'01' WHERE rowid = ?", (first,))
+    conn.execute("UPDATE history SET v = 'x' WHERE rowid = ?", (second,))
+    conn.commit()
+    conn.close()
+    report = check(db, quick=quick)
+    assert [f.code for f in report.findings] == ["row-column-mismatch", "row-column-mismatch"]
+    assert report.downgrades == [] and report.exit_code == 1
+    result = CliRunner().invoke(main, ["check", *(["--quick"] if quick else []), str(db)])
+    assert result.exit_code == 1 and "Traceback" not in result.output

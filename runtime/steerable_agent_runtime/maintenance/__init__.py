@@ -27,13 +27,13 @@ from .inspect import InspectReport, inspect_store
 from .repair import RepairReport, repair
 from .report import Finding, JobReport, Progress, Severity, no_progress
 from .salvage import SalvageReport, TableTally, UnplacedRow, salvage
-from .search import SearchReport, search
+from .search import SEARCH_ORDERS, SearchReport, search
 from .traces import DEFAULT_BATCH_SPANS, TracesReport, export_traces
 
 __all__ = [
     "CHAT_TABLES", "CODES", "DEFAULT_BATCH_SPANS", "DEFAULT_WAL_THRESHOLD", "ArchiveReport", "CheckReport", "Code",
     "CompactReport", "CopyReport", "EntryView", "Finding", "FindingLog", "HistoryReport", "InspectReport", "JobReport", "Progress",
-    "RepairReport", "RestoreReport", "RowCounts", "SalvageReport", "SearchReport", "Severity", "TableTally", "TracesReport",
+    "RepairReport", "RestoreReport", "RowCounts", "SEARCH_ORDERS", "SalvageReport", "SearchReport", "Severity", "TableTally", "TracesReport",
     "UnplacedRow", "archive", "check", "check_url", "compact", "copy_store", "export_traces", "history", "inspect_store", "no_progress",
     "parse_duration", "repair", "restore", "salvage", "search",
 ]

@@ -24,11 +24,15 @@ from typing import Any
 from ..errors import UsageError
 from ..storage.checksum import identity_sql, store_checker
 from ..storage.schema import has_fts
-from ..storage.search import check_query, matching_chats
+from ..storage.search import ORDERS, check_query, matching_chats
 from .codes import FindingLog
 from .readonly import ReadOnlyConnection, read_store
 from .report import JobReport, Progress, no_progress
 from .check.shapes import session_shape
+
+
+SEARCH_ORDERS = ORDERS
+"""The search orders: ``recent`` (the default) and ``relevance``."""
 
 
 class SearchReport(JobReport):

@@ -21,6 +21,7 @@ import stat
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from ...sqlitefile.wal import WalScan, scan_wal
 from ...sqlitefile.pinned import open_pinned
@@ -169,9 +170,15 @@ def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: Chec
             log.merge(side_log)
         elif quick:
             _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn, log)))
-        report.record_versions = {str(v): n for v, n in sorted(stats.versions.items())}
+        report.record_versions = {str(v): n for v, n in sorted(stats.versions.items(), key=_version_order)}
         report.downgrades = version_findings(conn, stats, log, users="sessions" in present)
     _guarded(log, "orphans", lambda: _orphans(conn, present, log))
+
+
+def _version_order(item: tuple[Any, int]) -> tuple[int, Any]:
+    """Numbers first in order, then whatever else a damaged v column holds (text, bytes) by repr."""
+    v = item[0]
+    return (0, v) if type(v) in (int, float) else (1, repr(v))
 
 
 def _count(conn: ReadOnlyConnection, name: str, report: CheckReport) -> None:

@@ -81,12 +81,24 @@ def stats_from_columns(conn: Any, log: FindingLog) -> RecordStats:
         return stats
     for v, count in conn.execute("SELECT v, count(*) FROM history GROUP BY v"):
         stats.versions[v] += count
-    sql = "SELECT record_id, v, count(*), min(seq) FROM history WHERE v > ? OR v = 1 GROUP BY record_id, v"
+    # typeof: SQLite orders text and blobs above every number, and a damaged v column that
+    # holds one is not a newer version (the full check reports the row against its data)
+    sql = ("SELECT record_id, v, count(*), min(seq) FROM history"
+           " WHERE (typeof(v) = 'integer' AND v > ?) OR v = 1 GROUP BY record_id, v")
     for record_id, v, count, first in conn.execute(sql, (RECORD_FORMAT_VERSION,)):
         slots = stats.legacy if v == 1 else stats.newer.setdefault(record_id, {})
         slots[record_id if v == 1 else v] = [count, first]
     _unknown_types(conn, log)
+    _odd_versions(conn, log)
     return stats
+
+
+def _odd_versions(conn: Any, log: FindingLog) -> None:
+    """A v column that holds no integer: damage the quick check can see without the data."""
+    sql = "SELECT record_id, seq, v FROM history WHERE typeof(v) != 'integer' ORDER BY record_id, seq"
+    for record_id, seq, v in conn.execute(sql):
+        log.add("row-column-mismatch", f"history record {record_id!r} seq {seq}: column v = {v!r} is not a"
+                " version number", table="history", record_id=record_id, seq=seq)
 
 
 def _unknown_types(conn: Any, log: FindingLog) -> None:
