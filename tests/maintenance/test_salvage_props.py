@@ -122,3 +122,9 @@ def test_salvage_never_crashes_never_invents_and_recovers_undamaged_pages(damage
 @pytest.mark.parametrize("damage", sorted(ALL_DAMAGES))
 def test_every_damage_class_once(tmp_path: Path, damage: str) -> None:
     _check_case(tmp_path, damage, seed=1234, chats=3, entries=30)
+
+
+@pytest.mark.parametrize("damage", sorted(ALL_DAMAGES))
+def test_every_damage_class_on_the_smallest_store(tmp_path: Path, damage: str) -> None:
+    # one chat, no entries: no table leaf holds two cells (the injector once raised IndexError here)
+    _check_case(tmp_path, damage, seed=43, chats=1, entries=0)
