@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from steerable_agent_runtime import DataIntegrityError, SqliteStorage
 from steerable_agent_runtime.maintenance.check import check
@@ -111,3 +113,23 @@ def test_record_crc_is_row_crc_of_history_with_the_record_id_hashed_once(record_
         for data in ("{}", '{"text":"ü ✓"}', b'{"raw":1}'):
             assert crc(seq, data) == row_crc("history", (record_id, seq), data)
     assert crc(3, "{}") != crc(4, "{}")
+
+
+_VALUES = st.one_of(st.text(max_size=8), st.integers(-2**70, 2**70), st.binary(max_size=8), st.none(),
+                    st.floats(allow_nan=False), st.booleans())
+_ROWS = st.lists(st.tuples(st.sampled_from(["c1", "c2", "wörld", "", b"c1", "wörld".encode()]) | _VALUES, _VALUES,
+                           st.binary(max_size=12) | st.none(), st.booleans()), max_size=30)
+
+
+@given(_ROWS, st.sampled_from(sorted(TABLES)), st.sampled_from([1, SCHEMA_VERSION]))
+def test_row_checker_answers_as_bytes_checker_over_any_sequence_of_rows(rows, table, version):
+    """The hot-loop checker (which remembers the last first identity value) gives, row after
+    row, exactly what the one CRC check gives: for stored crcs that match and that do not."""
+    from steerable_agent_runtime.storage.checksum import bytes_checker, row_checker
+    fast, slow = row_checker(table, version), bytes_checker(version)
+    arity = len(IDENTITY[table])
+    for first, second, data, matching in rows:
+        identity = (first, second, first)[:arity]
+        crc = (row_crc(table, identity, data) if version >= 2 else legacy_crc(data)) if data is not None else 0
+        crc = crc if matching else crc ^ 1
+        assert fast(*identity, data, crc) is slow(identity, data, crc) is (matching and data is not None)

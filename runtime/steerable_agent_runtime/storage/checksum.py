@@ -10,7 +10,8 @@ under another chat.
 Schema version 1 (older stores): the CRC-32 of ``data`` alone (:func:`legacy_crc`).
 
 Every reader checks a stored ``crc`` through :func:`checker` / :func:`bytes_checker` (the one
-CRC check); writers compute it with :func:`row_crc`.
+CRC check; :func:`row_checker` is the same check for a hot row loop); writers compute it with
+:func:`row_crc`.
 Readers of a store pass its version (:func:`checker`); a store of version 1 is upgraded by
 :mod:`.upgrade` (the app does it on open, in one transaction).
 
@@ -125,6 +126,85 @@ def bytes_checker(version: int) -> BytesChecker:
     else:
         def ok(key_values: Sequence[Any], data: Any, crc: Any) -> bool:
             return data is not None and crc32(data) == crc
+    return ok
+
+
+def row_checker(table: str, version: int) -> Callable[..., bool]:
+    """:func:`bytes_checker`'s check for one table's rows read in a loop (check's row pass,
+    salvage's export): ``ok(*identity, data, crc)``, the IDENTITY[table] values as positional
+    arguments, then the raw ``data`` bytes (or None) and the stored ``crc``. It returns what
+    ``bytes_checker(version)(identity, data, crc)`` returns, for every input (a property test
+    holds them equal over arbitrary sequences of calls), only faster per row: a text or
+    integer identity value is encoded inline, and for a two-column identity the first
+    value's part is hashed once per run of rows that repeat it (history in rowid order: one
+    record's entries come together). Not thread-safe (it remembers the last first value):
+    one per scan."""
+    fast = bytes_checker(version)
+    arity = len(IDENTITY[table])
+    if not covers_key(version):
+        crc32 = _crc32
+
+        def legacy(*row: Any) -> bool:
+            data = row[-2]
+            return data is not None and crc32(data) == row[-1]
+
+        return legacy
+    if arity == 1:
+        return _one_column(fast)
+    if arity == 2:
+        return _two_columns(fast)
+    return lambda *row: fast(row[:-2], row[-2], row[-1])
+
+
+def _one_column(fast: BytesChecker) -> Callable[[Any, Any, Any], bool]:
+    crc32 = _crc32
+
+    def ok(key: Any, data: Any, crc: Any) -> bool:
+        if type(data) is bytes:  # identity_bytes((key,)) inlined for text (str, or its raw bytes)
+            kind = type(key)
+            if kind is str:
+                raw = key.encode("utf-8", "surrogatepass")
+                return crc32(data, crc32(b"s%d:%s" % (len(raw), raw))) == crc
+            if kind is bytes:
+                return crc32(data, crc32(b"s%d:%s" % (len(key), key))) == crc
+        return fast((key,), data, crc)
+
+    return ok
+
+
+_NOTHING = object()
+
+
+def _two_columns(fast: BytesChecker) -> Callable[[Any, Any, Any, Any], bool]:
+    crc32 = _crc32
+    last: Any = _NOTHING  # only ever a str or bytes value once set
+    start = 0
+
+    def ok(first: Any, second: Any, data: Any, crc: Any) -> bool:
+        nonlocal last, start
+        if type(data) is not bytes:
+            return fast((first, second), data, crc)
+        if first != last or type(first) is not type(last):  # str or bytes: equal exactly when encoded alike
+            kind = type(first)
+            if kind is str:
+                raw = first.encode("utf-8", "surrogatepass")
+            elif kind is bytes:
+                raw = first
+            else:
+                return fast((first, second), data, crc)
+            last, start = first, crc32(b"s%d:%s" % (len(raw), raw))
+        kind = type(second)
+        if kind is int:
+            raw = b"%d" % second
+            return crc32(data, crc32(b"i%d:%s" % (len(raw), raw), start)) == crc
+        if kind is str:
+            raw = second.encode("utf-8", "surrogatepass")
+        elif kind is bytes:
+            raw = second
+        else:
+            return crc32(data, crc32(identity_bytes((second,)), start)) == crc
+        return crc32(data, crc32(b"s%d:%s" % (len(raw), raw), start)) == crc
+
     return ok
 
 

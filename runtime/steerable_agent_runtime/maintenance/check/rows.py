@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from pydantic_core import from_json
 
 from ...history import ENTRY_TYPES, RECORD_FORMAT_VERSION
-from ...storage.checksum import IDENTITY, BytesChecker, bytes_checker
+from ...storage.checksum import IDENTITY, row_checker
 from ...storage.schema import TableSpec
 from ..codes import FindingLog
 from .shapes import ROLES, SHAPES, entry_shape
@@ -76,45 +77,43 @@ def _first(slots: dict[Any, list[int]], key: Any, seq: int) -> None:
 
 
 def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick, where: str = "") -> int:
-    """Check every history row (``where``: a rowid range); return how many rows were read."""
-    ok = _checker(conn)
+    """Check every history row (``where``: a rowid range); return how many rows were read.
+
+    The hot loop of a full check: the checksum through storage/checksum.py's row_checker
+    (rowid order keeps a record's rows together, so the record id's part is hashed once per
+    record), then the plain-item test inline: a current-version ``item`` whose columns agree
+    with its data and whose message is well-formed. Any other row, and every problem, goes
+    through ``_check_entry``."""
+    ok = _checker(conn, "history")
     cursor = conn.execute(f"SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc FROM history {where}")
-    loads, n, plain = from_json, 0, 0
+    loads, n, plain, current, roles = from_json, 0, 0, RECORD_FORMAT_VERSION, ROLES
     for record_id, seq, v_col, type_col, at_col, data, crc in cursor:
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
-        if not ok((record_id, seq), data, crc):
+        if not ok(record_id, seq, data, crc):
             log.add("row-checksum-mismatch", f"history record {record_id!r} seq {seq}: data bytes do not match"
                     " their CRC-32", table="history", record_id=record_id, seq=seq)
             continue
         try:
-            obj = loads(data, cache_strings="keys")
+            obj = loads(data, cache_strings=False)
         except ValueError as exc:
             log.add("row-json-invalid", f"history record {record_id!r} seq {seq}: data is not JSON ({exc})",
                     table="history", record_id=record_id, seq=seq)
             continue
-        if _plain_item(obj, seq, v_col, type_col, at_col):
-            plain += 1
-        else:
-            _check_entry(obj, (record_id, seq, v_col, type_col, at_col), log, stats)
+        if (type(obj) is dict and type_col == "item" and v_col == current and obj.get("v") == v_col
+                and obj.get("type") == "item" and obj.get("seq") == seq and obj.get("at") == at_col
+                and type(seq) is int and type(at_col) is str):
+            msg = obj.get("message")
+            if type(msg) is dict and msg.get("role") in roles:
+                content = msg.get("content")
+                if content is None or type(content) is str or type(content) is list:
+                    plain += 1
+                    continue
+        _check_entry(obj, (record_id, seq, v_col, type_col, at_col), log, stats)
     if plain:  # no key for a version no row has (an empty table, or every row damaged)
         stats.versions[RECORD_FORMAT_VERSION] += plain
     return n
-
-
-def _plain_item(obj: Any, seq: Any, v_col: Any, type_col: Any, at_col: Any) -> bool:
-    """The hot path: a current-version ``item`` whose columns agree and whose message is
-    well-formed. Anything else (and every problem) goes through ``_check_entry``."""
-    if type(obj) is not dict or type_col != "item" or v_col != RECORD_FORMAT_VERSION:
-        return False
-    if obj.get("v") != v_col or obj.get("type") != "item" or obj.get("seq") != seq or obj.get("at") != at_col:
-        return False
-    msg = obj.get("message")
-    if type(seq) is not int or type(at_col) is not str or type(msg) is not dict or msg.get("role") not in ROLES:
-        return False
-    content = msg.get("content")
-    return content is None or type(content) is str or type(content) is list
 
 
 def _check_entry(obj: Any, row: tuple[Any, ...], log: FindingLog, stats: RecordStats) -> None:
@@ -150,45 +149,61 @@ def _entry_column_mismatch(obj: dict[str, Any], v: int, row: tuple[Any, ...]) ->
 
 
 def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where: str = "") -> int:
-    """Check every row of a non-history table (``where``: a rowid range); return how many rows were read."""
+    """Check every row of a non-history table (``where``: a rowid range); return how many rows were read.
+
+    Each column is fetched once (the key, the indexed columns and the identity overlap:
+    ``messages`` reads id, chat_id, created_at, data, crc), and a row is rebuilt in the
+    (key, indexed columns..., data, crc) order of the findings only when it has a problem."""
     pairs = [(c, f) for c, f in spec.columns.items() if f]
     names, key = [f for _, f in pairs], spec.key[0]
     identity = IDENTITY[spec.name]
-    sql = (f"SELECT {key}, {', '.join(c for c, _ in pairs)}, CAST(data AS BLOB), crc, {', '.join(identity)}"
-           f" FROM {spec.name} {where}")
-    shape, loads, n = SHAPES[spec.name], from_json, 0
-    ok, cut = _checker(conn), len(pairs) + 1
+    selected = list(dict.fromkeys([key, *(c for c, _ in pairs), *identity]))
+    at = {c: i + 2 for i, c in enumerate(selected)}  # after data and crc
+    sql = f"SELECT CAST(data AS BLOB), crc, {', '.join(selected)} FROM {spec.name} {where}"
+    shape, loads, n, ok = SHAPES[spec.name], from_json, 0, _checker(conn, spec.name)
+    key_at, columns_at = at[key], [at[c] for c, _ in pairs]
+    get_columns, single = _columns_of(columns_at), len(identity) == 1
+    first_at, second_at = at[identity[0]], at[identity[-1]]  # IDENTITY has one or two columns
     for whole in conn.execute(sql):
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
-        row, data, crc = whole[:cut + 2], whole[cut], whole[cut + 1]
-        if not ok(whole[cut + 2:], data, crc):
-            log.add("row-checksum-mismatch", f"{spec.name} {row[0]!r}: data bytes do not match their CRC-32",
-                    table=spec.name, key=str(row[0]))
+        if not (ok(whole[first_at], whole[0], whole[1]) if single
+                else ok(whole[first_at], whole[second_at], whole[0], whole[1])):
+            log.add("row-checksum-mismatch", f"{spec.name} {whole[key_at]!r}: data bytes do not match their CRC-32",
+                    table=spec.name, key=str(whole[key_at]))
             continue
         try:
-            obj = loads(data, cache_strings="keys")
+            obj = loads(whole[0], cache_strings=False)
         except ValueError as exc:
-            log.add("row-json-invalid", f"{spec.name} {row[0]!r}: data is not JSON ({exc})",
-                    table=spec.name, key=str(row[0]))
+            log.add("row-json-invalid", f"{spec.name} {whole[key_at]!r}: data is not JSON ({exc})",
+                    table=spec.name, key=str(whole[key_at]))
             continue
         problem = shape(obj) if type(obj) is dict else "data is not a JSON object"
         if problem is not None:
-            log.add("row-invalid", f"{spec.name} {row[0]!r}: {problem}", table=spec.name, key=str(row[0]))
-        elif tuple(map(obj.get, names)) != row[1:-2]:
-            _column_finding(spec.name, row, pairs, obj, log)
+            log.add("row-invalid", f"{spec.name} {whole[key_at]!r}: {problem}", table=spec.name,
+                    key=str(whole[key_at]))
+        elif tuple(map(obj.get, names)) != get_columns(whole):
+            _column_finding(spec.name, (whole[key_at], *get_columns(whole)), pairs, obj, log)
     return n
 
 
-def _checker(conn: Any) -> BytesChecker:
-    """The CRC check of the store's schema version (storage/checksum.py)."""
-    return bytes_checker(conn.execute("PRAGMA user_version").fetchone()[0])
+def _columns_of(indices: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """The values at ``indices`` of a fetched row, as a tuple (operator.itemgetter, in C)."""
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda row: (row[only],)
+    return itemgetter(*indices)
+
+
+def _checker(conn: Any, table: str) -> Callable[..., bool]:
+    """The CRC check of ``table``'s rows under the store's schema version (storage/checksum.py)."""
+    return row_checker(table, conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _column_finding(table: str, row: tuple[Any, ...], pairs: list[tuple[str, str]], obj: dict[str, Any],
                     log: FindingLog) -> None:
-    for (column, name), stored in zip(pairs, row[1:-2]):
+    for (column, name), stored in zip(pairs, row[1:]):
         if stored != obj.get(name):
             log.add("row-column-mismatch", f"{table} {row[0]!r}: column {column} = {stored!r} but data"
                     f" says {obj.get(name)!r}", table=table, key=str(row[0]))

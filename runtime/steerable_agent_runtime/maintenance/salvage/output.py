@@ -23,7 +23,7 @@ from pydantic_core import from_json
 
 from ...errors import NotAStoreError, OutputExistsError
 from ...privatefile import atomic_output
-from ...storage.checksum import IDENTITY, row_crc
+from ...storage.checksum import IDENTITY, row_checker, row_crc
 from ...storage.schema import SCHEMA_VERSION, TABLES, create_schema
 from .rows import expected_columns, indexed_values, parsed_valid, row_valid
 from .spool import Copy, Spool, live_copies_sql, live_rows_sql
@@ -102,12 +102,14 @@ def write_live(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, 
     UTF-8, no control character inside a string), then escaped as a JSON string with the
     bytes write_copies' json.dumps would give. A row where that fails (damaged bytes, or
     whitespace between JSON tokens) is written by write_copies from live_copies_sql.
-    ``version``: the store's schema version (its checksum rule; needs storage.checksum.register)."""
+    ``version``: the store's schema version (its checksum rule, checked in Python through
+    storage.checksum.row_checker: no SQL function call and second copy of ``data`` per row).
+    The careful path's SELECT needs storage.checksum.register on ``conn``."""
     fresh = (table, "btree") not in tally
     counts = tally.setdefault((table, "btree"), [0] * 6)
     head = f'{{"table":"{table}","key":'.encode()
-    write, count = fh.write, 0
-    for key, columns, data, checked, rowid, *indexed in conn.execute(live_rows_sql(table, schema, where, version=version)):
+    write, count, verify, cut = fh.write, 0, row_checker(table, version), len(IDENTITY[table])
+    for key, columns, data, crc, rowid, *rest in conn.execute(live_rows_sql(table, schema, where)):
         try:
             raw = from_json(data)
         except (ValueError, TypeError):  # not JSON, not UTF-8, or NULL: the careful path
@@ -117,8 +119,8 @@ def write_live(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, 
             rows = conn.execute(live_copies_sql(table, schema, f"WHERE rowid = {int(rowid)}", version=version))
             write_copies(map(Copy._make, rows), fh, tally, _no_progress)
         else:
-            verified = bool(checked)
-            valid = parsed_valid(table, raw, data, indexed)
+            verified = verify(*rest[:cut], data, crc)
+            valid = parsed_valid(table, raw, data, rest[cut:])
             # JSON text with no raw tab or line break holds no control character at all, so
             # escaping backslash and quote gives what json.dumps(text, ensure_ascii=False) gives.
             write(b"".join((head, key, b',"columns":', columns, b',"data":"',

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ...storage.checksum import covers_key, crc_sql, register
+from ...storage.checksum import covers_key, crc_sql, identity_sql, register
 from ...storage.schema import SCHEMA_VERSION, TABLES
 from ..readonly import lenient_text
 from .rows import INDEXED, Row
@@ -291,15 +291,16 @@ def live_copies_sql(table: str, schema: str, where: str = "", *, version: int = 
             f" NULL, 1, crc IS {crc_sql(table, version)}, 0 FROM {schema}.{table} {where}")
 
 
-def live_rows_sql(table: str, schema: str, where: str = "", *, version: int = SCHEMA_VERSION) -> str:
-    """SELECT of a sound store's rows of ``table`` for the export: (key, columns, data,
-    verified (the checksum rule of schema ``version``), rowid, the indexed columns in
-    rows.INDEXED order); key and columns are JSON
-    rendered by SQLite (as live_copies_sql renders them), as bytes: SQLite copies invalid
-    UTF-8 into them as it is, so the export checks them."""
+def live_rows_sql(table: str, schema: str, where: str = "") -> str:
+    """SELECT of a sound store's rows of ``table`` for the export: (key, columns, data, crc,
+    rowid, the IDENTITY columns as the checksum reads them (storage.checksum.identity_sql:
+    text as its raw bytes), the indexed columns in rows.INDEXED order); key and columns are
+    JSON rendered by SQLite (as live_copies_sql renders them), as bytes: SQLite copies invalid
+    UTF-8 into them as it is, so the export checks them. The caller checks ``crc`` with the
+    rule of the store's schema version (storage.checksum.row_checker)."""
     spec = TABLES[table]
     others = [c for c in spec.all_columns if c != "data"]
     columns = "json_object(" + ", ".join(f"'{c}', {c}" for c in others) + ")"
     indexed = "".join(f", {column}" for column, _field, _absent in INDEXED[table])
     return (f"SELECT CAST(json_array({', '.join(spec.key)}) AS BLOB), CAST({columns} AS BLOB), CAST(data AS BLOB),"
-            f" crc IS {crc_sql(table, version)}, rowid{indexed} FROM {schema}.{table} {where}")
+            f" crc, rowid, {identity_sql(table)}{indexed} FROM {schema}.{table} {where}")
