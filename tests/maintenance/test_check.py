@@ -8,6 +8,8 @@ import os
 import sqlite3
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from click.testing import CliRunner
 
 from steerable_agent_runtime import SqliteStorage
@@ -269,3 +271,23 @@ def test_a_v_column_holding_text_or_bytes_is_damage_not_a_newer_version(fixture_
     assert report.downgrades == [] and report.exit_code == 1
     result = CliRunner().invoke(main, ["check", *(["--quick"] if quick else []), str(db)])
     assert result.exit_code == 1 and "Traceback" not in result.output
+
+
+_COLUMN_VALUES = st.one_of(st.none(), st.integers(-3, 4), st.sampled_from([2.0, 2.5, "2", "item", "seed", "x", b"item"]),
+                           st.sampled_from(["item", "seed", "compaction_boundary", "Item", "item "]))
+
+
+@given(st.lists(st.tuples(_COLUMN_VALUES, _COLUMN_VALUES), max_size=25))
+def test_quick_modes_unusual_row_count_is_the_plain_predicate(rows):
+    """Quick mode counts the rows that are not a current-version entry of a known type with a
+    CASE (fewer instructions per row); it counts exactly the rows the plain predicate
+    ``(v = ? AND type IN (...)) IS NOT 1`` counts, NULLs, reals, text and blobs included."""
+    from steerable_agent_runtime.history import ENTRY_TYPES, RECORD_FORMAT_VERSION
+    from steerable_agent_runtime.maintenance.check.records import _UNUSUAL_SQL
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE history (v INTEGER, type TEXT)")
+    conn.executemany("INSERT INTO history VALUES (?, ?)", rows)
+    params = (RECORD_FORMAT_VERSION, *ENTRY_TYPES)
+    plain = conn.execute("SELECT count(*) FROM history WHERE (v = ? AND type IN (?, ?, ?)) IS NOT 1",
+                         params).fetchone()[0]
+    assert conn.execute(_UNUSUAL_SQL, params).fetchone()[0] == plain

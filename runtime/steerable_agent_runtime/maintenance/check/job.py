@@ -77,7 +77,8 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
         with parallel_scan(conn, conn.uri, conn.strategy != "shared" and not quick, tables, max_per_code) as early, \
                 ThreadPoolExecutor(3) as pool:  # SQLite releases the GIL: these run beside the row pass
             integrity = pool.submit(_integrity, conn.sibling(), pragma)
-            wal_scan = pool.submit(_scan_wal, Path(path))  # checksums in Python: beside SQLite's work
+            # checksums in Python: beside SQLite's work (no thread for a missing or empty -wal)
+            wal_scan = pool.submit(_scan_wal, Path(path)) if _wal_bytes(Path(path)) else None
             side = _quick_versions_beside(pool, conn, quick, present, max_per_code)
             if present:
                 _rows(conn, quick, present, report, log, tick, side, early, lambda: bool(integrity.result()))
@@ -86,7 +87,7 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
         for line in problems:
             log.add("sqlite-integrity", f"{pragma}: {line}")
         report.integrity_ok = not problems
-        _wal_frames(wal_scan.result(), log)
+        _wal_frames(wal_scan.result() if wal_scan is not None else None, log)
         return report, log
 
     report, log = read_store(path, read, allow_newer_schema=True)
@@ -156,6 +157,9 @@ def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: Chec
           early: ParallelScan | None = None, damaged: Callable[[], bool] = lambda: False) -> None:
     stats = RecordStats()
     tables = [name for name in TABLES if name in present]
+    # While worker processes scan the rows, this process runs the per-record and orphan
+    # queries; their findings are merged where they would have been added (same report).
+    ahead = _ahead(conn, present, log.max_per_code) if early is not None else None
     if quick:
         for name in tables:
             report.rows[name] = 0
@@ -163,7 +167,10 @@ def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: Chec
     else:
         _guarded(log, "row scan", lambda: _scan(conn, tables, report, log, stats, tick, early, damaged))
     if "history" in present:
-        _guarded(log, "history seqs", lambda: check_contiguity(conn, log))
+        if ahead is not None:
+            log.merge(ahead[0])
+        else:
+            _guarded(log, "history seqs", lambda: check_contiguity(conn, log))
         if side is not None:
             side_stats, side_log = side.result()
             stats.merge(side_stats)
@@ -172,7 +179,20 @@ def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: Chec
             _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn, log)))
         report.record_versions = {str(v): n for v, n in sorted(stats.versions.items(), key=_version_order)}
         report.downgrades = version_findings(conn, stats, log, users="sessions" in present)
-    _guarded(log, "orphans", lambda: _orphans(conn, present, log))
+    if ahead is not None:
+        log.merge(ahead[1])
+    else:
+        _guarded(log, "orphans", lambda: _orphans(conn, present, log))
+
+
+def _ahead(conn: ReadOnlyConnection, present: set[str], max_per_code: int) -> tuple[FindingLog, FindingLog]:
+    """The contiguity and orphan findings, each in its own log (run before the row scan's
+    results are awaited, merged after them)."""
+    seqs, orphans = FindingLog(max_per_code), FindingLog(max_per_code)
+    if "history" in present:
+        _guarded(seqs, "history seqs", lambda: check_contiguity(conn, seqs))
+    _guarded(orphans, "orphans", lambda: _orphans(conn, present, orphans))
+    return seqs, orphans
 
 
 def _version_order(item: tuple[Any, int]) -> tuple[int, Any]:
@@ -238,6 +258,16 @@ def _wal(path: Path, threshold: int, report: CheckReport, log: FindingLog) -> No
         return
     if report.wal_bytes > threshold:
         log.add("wal-large", f"-wal is {report.wal_bytes} bytes, past the {threshold}-byte threshold")
+
+
+def _wal_bytes(path: Path) -> int:
+    """The -wal's size (0 when there is none: nothing to scan; a non-regular file is left
+    to _scan_wal, which refuses it)."""
+    try:
+        st = os.stat(wal_path(path))
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 1
 
 
 def _scan_wal(path: Path) -> WalScan | None:
