@@ -179,12 +179,15 @@ def _two_columns(fast: BytesChecker) -> Callable[[Any, Any, Any, Any], bool]:
     crc32 = _crc32
     last: Any = _NOTHING  # only ever a str or bytes value once set
     start = 0
+    parts: dict[int, bytes] = {}  # an integer's identity part, by value (seqs repeat across records)
 
     def ok(first: Any, second: Any, data: Any, crc: Any) -> bool:
         nonlocal last, start
         if type(data) is not bytes:
             return fast((first, second), data, crc)
-        if first != last or type(first) is not type(last):  # str or bytes: equal exactly when encoded alike
+        # Only a str equals a str and only bytes-like values equal bytes: each of those encodes
+        # as identity_bytes encodes ``last``, so an equal ``first`` has the same part.
+        if first != last:
             kind = type(first)
             if kind is str:
                 raw = first.encode("utf-8", "surrogatepass")
@@ -193,19 +196,20 @@ def _two_columns(fast: BytesChecker) -> Callable[[Any, Any, Any, Any], bool]:
             else:
                 return fast((first, second), data, crc)
             last, start = first, crc32(b"s%d:%s" % (len(raw), raw))
-        kind = type(second)
-        if kind is int:
-            raw = b"%d" % second
-            return crc32(data, crc32(b"i%d:%s" % (len(raw), raw), start)) == crc
-        if kind is str:
-            raw = second.encode("utf-8", "surrogatepass")
-        elif kind is bytes:
-            raw = second
-        else:
-            return crc32(data, crc32(identity_bytes((second,)), start)) == crc
-        return crc32(data, crc32(b"s%d:%s" % (len(raw), raw), start)) == crc
+        if type(second) is int:
+            part = parts.get(second)
+            if part is None:
+                raw = b"%d" % second
+                part = b"i%d:%s" % (len(raw), raw)
+                if len(parts) < _PARTS_KEPT:
+                    parts[second] = part
+            return crc32(data, crc32(part, start)) == crc
+        return crc32(data, crc32(identity_bytes((second,)), start)) == crc
 
     return ok
+
+
+_PARTS_KEPT = 1 << 16
 
 
 def checker(version: int) -> Checker:
