@@ -81,3 +81,23 @@ def unprivileged():
     finally:
         os.seteuid(0)
         os.setegid(0)
+
+
+def wal_only_copy(source: Path, db: Path, statement: str) -> Path:
+    """Copy the store ``source`` to ``db`` with ``statement`` committed to its ``-wal`` only, as
+    a writer that died leaves it: no checkpoint, no ``-shm``. Returns ``db``."""
+    import shutil
+    import sqlite3
+
+    template = db.with_name(f"template-{db.name}")
+    shutil.copyfile(source, template)
+    conn = sqlite3.connect(template, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute(statement)
+    shutil.copyfile(template, db)
+    shutil.copyfile(f"{template}-wal", f"{db}-wal")
+    conn.close()
+    for leftover in db.parent.glob(f"{template.name}*"):
+        leftover.unlink()
+    return db

@@ -23,6 +23,7 @@ import pytest
 
 from steerable_agent_runtime.storage.lease import lease_holder, lock_path_for
 from tests.cliproc import assert_refused, forked_many
+from tests.helpers import wal_only_copy
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 HEALTHY = FIXTURES / "healthy" / "sessions.db"
@@ -46,16 +47,7 @@ def newer(path: Path) -> None:
 
 def newer_in_wal(path: Path) -> None:
     """A store whose newer user_version is committed to its -wal only (its writer died)."""
-    template = path.with_name(f"template-{path.name}")
-    shutil.copyfile(HEALTHY, template)
-    conn = sqlite3.connect(template, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
-    conn.execute("PRAGMA user_version = 9")
-    shutil.copyfile(template, path)
-    shutil.copyfile(f"{template}-wal", f"{path}-wal")
-    conn.close()
-    template.unlink()
+    wal_only_copy(HEALTHY, path, "PRAGMA user_version = 9")
 
 
 def foreign(path: Path) -> None:

@@ -9,7 +9,6 @@ connection, in any process, has the store open."""
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 from steerable_agent_runtime import StoreAlreadyOwnedError
 from steerable_agent_runtime.storage.leftovers import discard_new_siblings, present_siblings
 from steerable_agent_runtime.storage.lease import WriteLease, lease_holder, lock_path_for
+from tests.helpers import wal_only_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTHY = ROOT / "fixtures" / "healthy" / "sessions.db"
@@ -136,18 +136,7 @@ def test_a_lock_on_a_file_its_creator_removed_meanwhile_is_not_taken(tmp_path):
 
 def _wal_store(folder: Path) -> Path:
     """A store whose -wal holds committed frames, with no -shm beside it (its writer died)."""
-    template, db = folder / "template.db", folder / "sessions.db"
-    shutil.copyfile(HEALTHY, template)
-    conn = sqlite3.connect(template, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
-    conn.execute("UPDATE sessions SET updated_at = updated_at")
-    shutil.copyfile(template, db)
-    shutil.copyfile(f"{template}-wal", f"{db}-wal")
-    conn.close()
-    for leftover in folder.glob("template.db*"):
-        leftover.unlink()
-    return db
+    return wal_only_copy(HEALTHY, folder / "sessions.db", "UPDATE sessions SET updated_at = updated_at")
 
 
 def _read_only_look(db: Path) -> None:
