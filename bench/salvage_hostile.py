@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import struct
 import sys
 import time
 from pathlib import Path
@@ -26,15 +25,7 @@ sys.path.insert(0, str(ROOT / "runtime"))
 from steerable_agent_runtime.maintenance.salvage import salvage  # noqa: E402
 from steerable_agent_runtime.sqlitefile.wal import wal_checksum  # noqa: E402
 from tests.maintenance.test_salvage_bounded import _interior_tangle, _shared_chain  # noqa: E402
-
-
-def _one_pair_a_step(data: bytes, s0: int, s1: int, big_endian: bool) -> tuple[int, int]:
-    count = len(data) // 4 & ~1
-    words = struct.unpack_from(f"{'>' if big_endian else '<'}{count}I", data)
-    for i in range(0, count, 2):
-        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
-        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
-    return s0, s1
+from tests.sqlitefile.test_reader import _checksum_one_pair_at_a_time as _one_pair_a_step  # noqa: E402
 
 
 def hostile(work: Path, scales: list[int]) -> None:

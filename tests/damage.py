@@ -19,6 +19,7 @@ import sqlite3
 import struct
 import tempfile
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -255,16 +256,25 @@ def root_other_kind(db: Path, rng: random.Random) -> None:
     pagecraft.write_page(db, tables[target], pagecraft.read_page(db, rng.choice(donors)))
 
 
+def _two_pointers(db: Path, rng: random.Random) -> tuple[Any, list[int], int, int] | None:
+    """A random table leaf with two cells or more, its cell pointers and two distinct indexes
+    into them; None on a store too small to have one (one chat, no entries)."""
+    leaves = _table_leaves(db, rng)
+    if not leaves:
+        return None
+    leaf = rng.choice(leaves)
+    i, j = rng.sample(range(len(leaf.pointers)), 2)
+    return leaf, list(leaf.pointers), i, j
+
+
 def repeat_cell_pointer(db: Path, rng: random.Random) -> None:
     """Make one cell pointer of a table leaf equal another (the row it reached is lost)."""
     from tests import pagecraft
 
-    leaves = _table_leaves(db, rng)
-    if not leaves:  # a tiny store (one chat, no entries): no leaf holds two cells
+    picked = _two_pointers(db, rng)
+    if picked is None:
         return flip_bytes(db, rng)
-    leaf = rng.choice(leaves)
-    pointers = list(leaf.pointers)
-    i, j = rng.sample(range(len(pointers)), 2)
+    leaf, pointers, i, j = picked
     pointers[j] = pointers[i]
     pagecraft.set_pointers(db, leaf.pgno, pointers)
 
@@ -273,12 +283,10 @@ def overlap_cell_pointer(db: Path, rng: random.Random) -> None:
     """Point one cell pointer of a table leaf into the middle of another cell."""
     from tests import pagecraft
 
-    leaves = _table_leaves(db, rng)
-    if not leaves:  # a tiny store (one chat, no entries): no leaf holds two cells
+    picked = _two_pointers(db, rng)
+    if picked is None:
         return flip_bytes(db, rng)
-    leaf = rng.choice(leaves)
-    pointers = list(leaf.pointers)
-    i, j = rng.sample(range(len(pointers)), 2)
+    leaf, pointers, i, j = picked
     pointers[j] = min(pointers[i] + rng.randint(1, 8), pagecraft.page_size(db) - 1)
     pagecraft.set_pointers(db, leaf.pgno, pointers)
 
