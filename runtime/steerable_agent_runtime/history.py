@@ -379,32 +379,68 @@ def _sound_item(message: LLMMessage, seq: int, at: str) -> PreparedEntry | None:
         return None
     if (call_id is not None and type(call_id) is not str) or (name is not None and type(name) is not str):
         return None
+    if calls is None and (content is None or type(content) is str):
+        return _str_item(seq, at, role, content, call_id, name)
     if content is not None and type(content) is not str and not _dicts_with_str_keys(content):
         return None
     if calls is not None and not _dicts_with_str_keys(calls):
         return None
     try:
         text = _dump_message_json(message, by_alias=True, exclude_none=True).decode()
+        wire_message = _dump_message(message, mode="json", by_alias=True, exclude_none=True)
     except Exception:  # noqa: BLE001 - the dict path reports it
         return None
-    if calls is None and (content is None or type(content) is str):
-        # every field a str or None: the wire dict built as the serializer builds it (same keys,
-        # same order), without the serializer
-        wire_message: dict[str, Any] = {"role": role}
-        if content is not None:
-            wire_message["content"] = content
-        if call_id is not None:
-            wire_message["toolCallId"] = call_id
-        if name is not None:
-            wire_message["name"] = name
-    else:
-        try:
-            wire_message = _dump_message(message, mode="json", by_alias=True, exclude_none=True)
-        except Exception:  # noqa: BLE001 - the dict path reports it
-            return None
     data = f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":{seq},"at":"{at}","message":{text}}}'
     wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
     return _new_prepared(PreparedEntry, (seq, RECORD_FORMAT_VERSION, "item", at, data, wire))
+
+
+def _str_item(seq: int, at: str, role: str, content: str | None, call_id: str | None,
+              name: str | None) -> PreparedEntry | None:
+    """The item of a message whose fields are all a str or None (role a known role), written as
+    LLMMessage's serializer writes it (role, content, toolCallId, name in the model's order, the
+    None ones left out, each text through json's string encoder: a property test holds it to the
+    serializer's bytes and dict) without the serializer; None for text that is not valid Unicode
+    (a lone surrogate: the dict path raises the usual error)."""
+    enc = _json_string
+    head = f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":{seq},"at":"{at}","message":{{"role":"{role}"'
+    if call_id is not None and name is not None and content is not None:  # a tool result
+        data = f'{head},"content":{enc(content)},"toolCallId":{enc(call_id)},"name":{enc(name)}}}}}'
+        wire_message: dict[str, Any] = {"role": role, "content": content, "toolCallId": call_id, "name": name}
+    elif call_id is None and name is None:  # a text message (or an empty one)
+        if content is None:
+            data, wire_message = head + "}}", {"role": role}
+        else:
+            data, wire_message = f'{head},"content":{enc(content)}}}}}', {"role": role, "content": content}
+    else:
+        data, wire_message = head, {"role": role}
+        if content is not None:
+            data += ',"content":' + enc(content)
+            wire_message["content"] = content
+        if call_id is not None:
+            data += ',"toolCallId":' + enc(call_id)
+            wire_message["toolCallId"] = call_id
+        if name is not None:
+            data += ',"name":' + enc(name)
+            wire_message["name"] = name
+        data += "}}"
+    if not data.isascii() and not _encodable(data):
+        return None
+    wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
+    return _new_prepared(PreparedEntry, (seq, RECORD_FORMAT_VERSION, "item", at, data, wire))
+
+
+def loop_item(entry: Any, seq: int) -> PreparedEntry | None:
+    """``prepare_append(record_id, [entry], seq)[0]`` for the loop's own entry form, exactly
+    ``{"type": "item", "message": <sound LLMMessage>}``, stamped now: the same bytes and dict
+    (a property test holds them equal), for a storage's one-entry append without the batch
+    machinery. None decides nothing: prepare the entry with prepare_append (which also raises
+    the errors)."""
+    if type(entry) is dict and len(entry) == 2:
+        message = entry.get("message")
+        if type(message) is LLMMessage and entry.get("type") == "item":
+            return _sound_item(message, seq, utc_now())
+    return None
 
 
 def _message_wire(message: LLMMessage, record_id: str, seq: int) -> dict[str, Any]:

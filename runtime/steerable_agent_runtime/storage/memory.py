@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from ..history import CHECKPOINT_TYPES, prepare_append, read_entry_text
+from ..history import CHECKPOINT_TYPES, loop_item, prepare_append, read_entry_text
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
 
 M = TypeVar("M", bound=WireModel)
@@ -95,6 +95,13 @@ class InMemoryStorage:
     # history --------------------------------------------------------------------------
     async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         log = self._history.get(record_id)
+        if log is not None and type(entries) is list and len(entries) == 1:
+            # the loop's flush: one item holding an LLMMessage (history.loop_item: the same bytes
+            # and dict as prepare_append; None when it is any other entry)
+            item = loop_item(entries[0], len(log) + 1)
+            if item is not None:
+                log.append(item[4])
+                return [item[5]]
         prepared = prepare_append(record_id, entries, 1 if log is None else len(log) + 1)
         if log is None:
             log = self._history[record_id] = []
