@@ -105,14 +105,20 @@ def test_check_reports_a_changed_key_column_as_a_checksum_mismatch(tmp_path, sql
     assert report.has_errors and report.schema_version == SCHEMA_VERSION
 
 
-@pytest.mark.parametrize("record_id", ["chat-1", "wörld ✓", "x" * 300, ""])
-def test_record_crc_is_row_crc_of_history_with_the_record_id_hashed_once(record_id):
-    from steerable_agent_runtime.storage.checksum import record_crc
-    crc = record_crc(record_id)
-    for seq in (1, 9, 10, 2**62):
-        for data in ("{}", '{"text":"ü ✓"}', b'{"raw":1}'):
-            assert crc(seq, data) == row_crc("history", (record_id, seq), data)
-    assert crc(3, "{}") != crc(4, "{}")
+@given(st.one_of(st.sampled_from(["chat-1", "wörld ✓", "x" * 300, "", "a\ud800"]), st.text(max_size=6),
+                 st.integers(-5, 5), st.binary(max_size=4), st.none()),
+       st.lists(st.tuples(st.one_of(st.integers(-2**63, 2**63), st.just(True), st.text(max_size=3)),
+                          st.one_of(st.text(max_size=12), st.just('{"t":"\ud800"}'), st.binary(max_size=8))),
+                max_size=6))
+def test_history_rows_checksum_each_row_as_row_crc_does(record_id, entries):
+    from steerable_agent_runtime.storage.checksum import history_rows
+    prepared = [(seq, 2, "item", "2026-01-01T00:00:00.000000Z", data, {"wire": i}) for i, (seq, data) in enumerate(entries)]
+    rows = history_rows(record_id, prepared)
+    assert rows == [(record_id, seq, 2, "item", "2026-01-01T00:00:00.000000Z", data,
+                     row_crc("history", (record_id, seq), data)) for seq, data in entries]
+    if len(entries) == 2 and entries[0][1] == entries[1][1] and type(entries[0][0]) is int \
+            and type(entries[1][0]) is int and entries[0][0] != entries[1][0]:
+        assert rows[0][-1] != rows[1][-1]  # the seq is bound into the checksum
 
 
 _VALUES = st.one_of(st.text(max_size=8), st.integers(-2**70, 2**70), st.binary(max_size=8), st.none(),

@@ -11,7 +11,7 @@ Schema version 1 (older stores): the CRC-32 of ``data`` alone (:func:`legacy_crc
 
 Every reader checks a stored ``crc`` through :func:`checker` / :func:`bytes_checker` (the one
 CRC check; :func:`row_checker` is the same check for a hot row loop); writers compute it with
-:func:`row_crc`.
+:func:`row_crc` (:func:`history_rows` for an append's rows).
 Readers of a store pass its version (:func:`checker`); a store of version 1 is upgraded by
 :mod:`.upgrade` (the app does it on open, in one transaction).
 
@@ -24,7 +24,7 @@ bytes). ``zlib.crc32(data, zlib.crc32(identity))`` equals ``zlib.crc32(identity 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .schema import SCHEMA_VERSION, TABLES
@@ -86,21 +86,23 @@ def row_crc(table: str, key_values: Sequence[Any], data: str | bytes) -> int:
     return _crc32(data, _crc32(identity_bytes(key_values)))
 
 
-def record_crc(record_id: Any) -> Callable[[int, str | bytes], int]:
-    """``row_crc("history", (record_id, seq), data)`` as a function of ``(seq, data)`` for
-    one record: the record id's part of the identity is encoded and hashed once (the append
-    path checksums a batch of one record)."""
+def history_rows(record_id: Any, entries: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """The history rows ``(record_id, seq, v, type, at, data, crc)`` of prepared entries of one
+    record, each given as ``(seq, v, type, at, data, ...)`` (a history.PreparedEntry): ``crc`` is
+    ``row_crc("history", (record_id, seq), data)`` (a property test holds them equal), with the
+    record id's part hashed once and the row built in the same pass (the append path's rows)."""
     start = _crc32(identity_bytes((record_id,)))
-
-    def crc(seq: int, data: str | bytes) -> int:
-        if type(seq) is not int:
-            return row_crc("history", (record_id, seq), data)
-        if type(data) is str:
-            data = data.encode("utf-8", "surrogatepass")
-        raw = b"%d" % seq
-        return _crc32(data, _crc32(b"i%d:%s" % (len(raw), raw), start))
-
-    return crc
+    crc32 = _crc32
+    rows = []
+    for entry in entries:
+        seq, data = entry[0], entry[4]
+        if type(seq) is int and type(data) is str:
+            raw = b"%d" % seq
+            crc = crc32(data.encode("utf-8", "surrogatepass"), crc32(b"i%d:%s" % (len(raw), raw), start))
+        else:
+            crc = row_crc("history", (record_id, seq), data)
+        rows.append((record_id, seq, entry[1], entry[2], entry[3], data, crc))
+    return rows
 
 
 def legacy_crc(data: str | bytes) -> int:

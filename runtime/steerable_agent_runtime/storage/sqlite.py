@@ -44,7 +44,7 @@ from ..errors import DataIntegrityError, DatabaseDamagedError, StoreClosedError
 from ..history import prepare_append, read_entry_text
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
 from .access import claim, connect, create_store, transaction
-from .checksum import IDENTITY, current_checker, identity_sql, record_crc, row_crc
+from .checksum import IDENTITY, current_checker, history_rows, identity_sql, row_crc
 from .dberrors import as_store_error
 from .schema import CHECKPOINT_WHERE, SCHEMA_VERSION, has_fts
 from .search import SEARCH_CANDIDATES, matching_chats
@@ -244,12 +244,11 @@ class SqliteStorage:
         with self._write() as conn:
             head = conn.execute("SELECT max(seq) FROM history WHERE record_id = ?", (record_id,)).fetchone()[0]
             prepared = prepare_append(record_id, entries, (head or 0) + 1)
-            crc = record_crc(record_id)
             conn.executemany(
                 "INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(record_id, seq, v, kind, at, data, crc(seq, data)) for seq, v, kind, at, data, _ in prepared],
+                history_rows(record_id, prepared),
             )
-        return [p.as_dict() for p in prepared]
+        return [p[5] for p in prepared]  # PreparedEntry.wire: as_dict() without a call per entry
 
     async def list_history(
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
