@@ -83,3 +83,27 @@ def test_fast_and_generic_notifications_keep_their_order_in_one_write():
         encode(notification_message("stream.chunk", {"streamId": "st-1", "reasoningDelta": TEXTS[-1]})),
         encode({"jsonrpc": "2.0", "id": 7, "result": {"ok": True}}),
     ])
+
+
+@pytest.mark.parametrize("key", ["delta", "reasoningDelta", "content_delta", "reasoning_delta"])
+def test_many_writes_the_bytes_of_one_write_per_text(key):
+    """write.many(key, texts): the lines write(key, text) gives for each text, in order."""
+    read_fd, write_fd = os.pipe()
+    try:
+        transport = StdioJsonRpcTransport(0, write_fd)
+        write = transport.text_chunk_writer("st-0123456789abcdef")
+        for text in TEXTS[:-1]:
+            write(key, text)
+        transport.flush()
+        one_by_one = drain(read_fd)
+        write.many(key, TEXTS[:-1])
+        write.many(key, [])  # nothing
+        write.many(key, ["a"])
+        transport.flush()
+        in_one_call = drain(read_fd)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+    assert in_one_call == one_by_one + encode(notification_message(
+        "stream.chunk", {"streamId": "st-0123456789abcdef", "delta" if "elta" in key and "reason" not in key
+                         else "reasoningDelta": "a"}))

@@ -16,7 +16,10 @@ Guarantees, on top of :class:`~.types.LLMProvider`'s:
 - Option ``text_sink``: a callable that takes the text of each chunk read through the
   stream's template (text and nothing else: the hot path, see ``openai_compat_template``)
   instead of that chunk being yielded; it is called in the chunks' order, and every other
-  chunk is yielded as usual. What it raises ends the stream (the response is closed).
+  chunk is yielded as usual. What it raises ends the stream (the response is closed). When
+  the sink has a ``many`` attribute, a run of such chunks that the SSE decoder read whole
+  (``SSEDecoder.text_runs``) goes to ``sink.many(texts)`` in one call instead (the same
+  non-empty texts, in order).
 - The stream must end with ``data: [DONE]``, or at least have carried a finish reason;
   otherwise it was cut: ``LLMError(kind="transport")``, never a silently short answer.
   Anything after ``[DONE]`` is ignored; the body's end is awaited briefly (:func:`finish_body`)
@@ -38,6 +41,7 @@ from .errors import LLMError, ProviderConfigError
 from .http import ClientCache, require_model, stream_sse_batches, validate_base_url
 from .openai_compat_template import ChunkTemplate, learn
 from .parts import ImagePart, parse_parts, text_of
+from .sse import SSEDecoder
 from .tooldefs import function_tools
 from .types import CompleteMixin, FinishReason, LLMStreamChunk, LLMUsage
 
@@ -121,17 +125,36 @@ class OpenAICompatProvider(BearerEndpoint):
                      temperature: float | None = None, **options: Any) -> AsyncIterator[LLMStreamChunk]:
         """Stream one response (see the module docstring for the guarantees and what is raised)."""
         body = self.build_body(messages, tools=tools, temperature=temperature, **options)
-        state = _ChatStream(self.name, self.url)
+        decoder = SSEDecoder()  # reads runs of chunks in the learned frame whole (text_runs)
+        state = _ChatStream(self.name, self.url, decoder)
         batches = stream_sse_batches(self._clients.get(), self.url, headers=self.headers(), body=body,
-                                     provider=self.name, secrets=(self._api_key,), data_only=True)
+                                     provider=self.name, secrets=(self._api_key,), decoder=decoder, data_only=True)
         feed = state.feed
         sink = options.get("text_sink")
+        many = getattr(sink, "many", None)  # takes a run's texts in one call
         async with aclosing(batches):
             async for batch in batches:  # one async step per network read, not per event
                 at, size = 0, len(batch)  # each event's data: this wire reads neither type nor id
                 while at < size:
+                    data = batch[at]
+                    if type(data) is list:  # a run of chunks in the learned frame: their texts
+                        at += 1
+                        state.hits += len(data)
+                        if "" in data:
+                            data = [text for text in data if text]
+                            if not data:
+                                continue
+                        if many is not None:
+                            many(data)
+                        elif sink is not None:
+                            for text in data:
+                                sink(text)
+                        else:
+                            for text in data:
+                                yield LLMStreamChunk(text, None)
+                        continue
                     template = state.template
-                    if template is not None:  # the hot path: a run of chunks in the stream's frame
+                    if template is not None:  # a run of chunks in the stream's frame, as data strings
                         if sink is not None:
                             end = template.read(batch, at, sink)
                         else:
@@ -143,7 +166,9 @@ class OpenAICompatProvider(BearerEndpoint):
                         at = end
                         if at == size:
                             break
-                    data = batch[at]
+                        data = batch[at]
+                        if type(data) is list:
+                            continue
                     at += 1
                     if data == "[DONE]":
                         state.done = True
@@ -162,9 +187,11 @@ class OpenAICompatProvider(BearerEndpoint):
 class _ChatStream:
     """Assembles one chat/completions stream: content as it comes, tool calls per index."""
 
-    __slots__ = ("calls", "done", "finish_reason", "hits", "learned", "loads", "provider", "template", "url", "usage")
+    __slots__ = ("calls", "decoder", "done", "finish_reason", "hits", "learned", "loads", "provider", "template", "url",
+                 "usage")
 
-    def __init__(self, provider: str, url: str) -> None:
+    def __init__(self, provider: str, url: str, decoder: SSEDecoder | None = None) -> None:
+        self.decoder = decoder  # told each template learned (SSEDecoder.text_runs)
         self.provider = provider
         self.url = url
         self.calls: dict[int, list[Any]] = {}  # index -> [id, name, [argument fragments]]
@@ -225,6 +252,8 @@ class _ChatStream:
         template = learn(data, obj, self.loads)
         if template is not None:
             self.template = template
+            if self.decoder is not None:
+                self.decoder.text_runs(template.head, template.tail)
 
     def _fragments(self, fragments: list[dict[str, Any]]) -> None:
         for position, frag in enumerate(fragments):

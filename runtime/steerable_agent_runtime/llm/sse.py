@@ -18,8 +18,12 @@ This module imports nothing heavy; :func:`aiter_sse_messages` takes an already-o
 from __future__ import annotations
 
 import codecs
+import re
+from bisect import bisect_right
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from itertools import accumulate
+from json.decoder import scanstring
 from typing import Any
 
 __all__ = ["SSEDecoder", "SSEMessage", "aiter_sse_batches", "aiter_sse_data_batches", "aiter_sse_messages"]
@@ -45,6 +49,7 @@ class SSEDecoder:
         "_last_id",
         "_pending",
         "_retry",
+        "_runs",
         "_skip_lf",
         "_started",
         "_utf8",
@@ -60,6 +65,7 @@ class SSEDecoder:
         self._last_id = ""
         self._retry: int | None = None
         self._in_event = False
+        self._runs: tuple[str, str, Any] | None = None
 
     @property
     def last_event_id(self) -> str:
@@ -77,6 +83,25 @@ class SSEDecoder:
         state (``last_event_id`` included); only no :class:`SSEMessage` is built."""
         text = self._utf8.decode(chunk)
         return self._feed_text(text, True) if text else []
+
+    def text_runs(self, head: str | None, tail: str = "") -> None:
+        """For :meth:`feed_data`: read runs of events ``data: {head}<string>{tail}`` whole.
+
+        ``head`` ends with a JSON string's opening quote and ``tail`` starts with its closing
+        quote (a :class:`~.openai_compat_template.ChunkTemplate`'s frame). From now on, each run
+        of consecutive events that are one ``data:`` line of ``head``, one JSON string body
+        (strictly: escapes decoded as ``json.loads`` decodes them, no raw control character)
+        and ``tail`` comes as ONE item: a ``list`` of the decoded strings, in order, in the
+        place of those events' data (every other event still comes as its data string).
+        Nothing else changes: the events, their order, ``last_event_id``. ``head=None``, or a
+        frame with a line break in it, turns it off.
+        """
+        if head is None or "\n" in head or "\n" in tail or "\r" in head or "\r" in tail or not tail:
+            self._runs = None
+        else:
+            # the cut is a compiled pattern: str.split prepares a long separator again at each
+            # occurrence (CPython's two-way search), re's literal search does it once
+            self._runs = ("data: " + head, tail + "\n\n", re.compile(re.escape(tail + "\n\ndata: " + head)).split)
 
     def close(self) -> bool:
         """End of stream. True when an undispatched fragment (a line or an event) was left over.
@@ -113,7 +138,10 @@ class SSEDecoder:
         self._pending = ""
         out: list[Any] = []
         if not self._in_event and "\n\n" in text:
-            text = self._events(text, out, data_only)
+            if data_only and self._runs is not None:
+                text = self._runs_and_events(text, out)
+            else:
+                text = self._events(text, out, data_only)
         lines = text.split("\n")
         self._pending = lines.pop()
         self._lines(lines, out, data_only)
@@ -142,6 +170,54 @@ class SSEDecoder:
                 self._lines(("",), out, data_only)  # the blank line that ended the piece
                 last_id = self._last_id
         return rest
+
+    def _runs_and_events(self, text: str, out: list[Any]) -> str:
+        """:meth:`_events` (data only) with the runs of :meth:`text_runs` read whole.
+
+        ``text`` (at an event boundary) is cut at each ``sep``: ``tail``, the blank line,
+        ``data: `` and ``head``. Neither ``head`` nor ``tail`` holds a line break and a string
+        body holds no raw one, so the blank line in a ``sep`` is always the end of an event:
+        each cut is at an event boundary, and the piece between two cuts is either the body of
+        one event of the frame (when it is a JSON string body) or whole events, the last of
+        them ending in the frame's tail (read by :meth:`_events`, as are the text before the
+        first frame event and after the last cut). Pieces without a quote, a backslash or a
+        control character (the common case) are their own value: all are checked by one search.
+        """
+        prefix, suffix, cut_at_sep = self._runs  # type: ignore[misc]
+        pieces = cut_at_sep(text)
+        last = len(pieces) - 1
+        if last == 0:
+            return self._events(text, out, True)
+        if pieces[0].startswith(prefix):
+            pieces[0] = pieces[0][len(prefix):]
+            bodies = pieces[:last]
+        else:  # whole events, the last one of the frame
+            self._events(pieces[0] + suffix, out, True)
+            bodies = pieces[1:last]
+        joined = "".join(bodies)
+        bad = _UNSAFE.search(joined)
+        if bad is None:
+            run = bodies
+        else:
+            ends = list(accumulate(map(len, bodies)))
+            run, at = [], 0
+            while bad is not None:
+                cut = bisect_right(ends, bad.start())  # the body holding that character
+                run += bodies[at:cut]
+                value = _string_body(bodies[cut])
+                if value is not None:
+                    run.append(value)
+                else:
+                    if run:
+                        out.append(run)
+                        run = []
+                    self._events(prefix + bodies[cut] + suffix, out, True)
+                at = cut + 1
+                bad = _UNSAFE.search(joined, ends[cut]) if at < len(bodies) else None
+            run += bodies[at:]
+        if run:
+            out.append(run)
+        return self._events(prefix + pieces[last], out, True)
 
     def _lines(self, lines: Any, out: list[Any], data_only: bool) -> None:
         for line in lines:
@@ -181,6 +257,21 @@ class SSEDecoder:
         self._event = ""
         self._retry = None
         self._in_event = False
+
+
+#: a character that a JSON string body holds only escaped, or that starts an escape
+_UNSAFE = re.compile(r'["\\\x00-\x1f]')
+
+
+def _string_body(body: str) -> str | None:
+    """The value of ``body`` as the inside of a JSON string (``json.loads`` decoding, strict),
+    or None when it is not exactly one string body (an unescaped quote, a bad escape, a raw
+    control character, a trailing backslash)."""
+    try:
+        value, end = scanstring(body + '"', 0)
+    except ValueError:
+        return None
+    return value if end == len(body) + 1 else None
 
 
 async def aiter_sse_messages(response: Any, decoder: SSEDecoder | None = None) -> AsyncIterator[SSEMessage]:

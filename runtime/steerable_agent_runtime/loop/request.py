@@ -107,7 +107,11 @@ class SinkCancel(Exception):
 def provider_sink(text: list[str], sink: Callable[[str, str], None],
                    cancel: asyncio.Event | None) -> Callable[[str], None]:
     """The ``text_sink`` option for the provider: keep the text, hand it to the loop's sink,
-    and stop at this chunk when a cancel is set (the check a yielded chunk gets)."""
+    and stop at this chunk when a cancel is set (the check a yielded chunk gets).
+
+    When ``sink`` has a ``many(kind, deltas)`` attribute (a sink that never cancels the loop
+    itself, like the sidecar's line writer), the option gets one too: a provider's run of
+    chunks is kept and handed over in one call, with the same cancel point."""
     append = text.append
     is_set = cancel.is_set if cancel is not None else bool
 
@@ -117,6 +121,21 @@ def provider_sink(text: list[str], sink: Callable[[str, str], None],
         if is_set():
             raise SinkCancel
 
+    many = getattr(sink, "many", None)
+    if many is not None:  # the sink takes a run of deltas in one call (a provider's run of chunks)
+        extend = text.extend
+
+        def take_many(contents: list[str]) -> None:
+            # what take() per content does: nothing can set the cancel while this runs (the
+            # sink does not), so only one set before the run stops it, after its first chunk
+            if is_set():
+                take(contents[0])
+            extend(contents)
+            many("content_delta", contents)
+            if is_set():  # a sink that cancelled after all: stop here
+                raise SinkCancel
+
+        take.many = take_many  # type: ignore[attr-defined]
     return take
 
 

@@ -160,7 +160,8 @@ class StdioJsonRpcTransport:
 
         ``write(key, text)`` queues exactly the line ``emit`` would (same bytes, same order
         with every other message; ``encode`` is the reference): the fixed head of the line is
-        encoded once per stream, only the text per chunk.
+        encoded once per stream, only the text per chunk. ``write.many(key, texts)`` queues the
+        lines of ``write(key, text)`` for each of ``texts`` (the same bytes), built in one join.
         """
         sid = encode_basestring_ascii(stream_id).encode()
         heads = {key: b'{"jsonrpc":"2.0","method":"stream.chunk","params":{"streamId":' + sid + b',"'
@@ -174,6 +175,18 @@ class StdioJsonRpcTransport:
                 if not self._flush_scheduled:
                     self._schedule_flush()
 
+        # many(key, texts): write(key, text) for each text, the lines built by one join
+        # (between two texts' escaped strings: the end of one line and the head of the next)
+        str_heads = {key: head.decode() for key, head in heads.items()}
+        seps = {key: "}}\n" + head for key, head in str_heads.items()}
+
+        def many(key: str, texts: list[str]) -> None:
+            if not self.host_gone and texts:
+                out.append((str_heads[key] + seps[key].join(map(encode_basestring_ascii, texts)) + "}}\n").encode())
+                if not self._flush_scheduled:
+                    self._schedule_flush()
+
+        write.many = many  # type: ignore[attr-defined]
         return write
 
     def respond(self, request_id: str | int, result: Any) -> None:
