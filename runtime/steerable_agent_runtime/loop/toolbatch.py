@@ -19,7 +19,7 @@ import asyncio
 import json
 import time
 from types import CoroutineType
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +30,8 @@ from .deadline import await_until, resume_until
 from .events import LoopEvent
 from .hooks import LoopContext, LoopHooks, overrides
 from .spans import NULL_SPAN, NullRun
+
+_perf_counter = time.perf_counter
 
 Approver = Callable[[ToolCall, str, LoopContext], Awaitable[bool]]
 """``await approver(call, mode, ctx)``: True lets a ``local``/``destructive`` call run."""
@@ -78,12 +80,12 @@ class ToolBatch:
     """Runs tool calls for one turn of a loop (holds the turn's dedup table and error streak)."""
 
     def __init__(self, tools: Any, config: LoopConfig, hooks: LoopHooks, approver: Approver | None,
-                 cancelled: asyncio.Event) -> None:
+                 cancelled: bool = False) -> None:
         self.tools = tools
         self.config = config
         self.hooks = hooks
         self.approver = approver
-        self.cancelled = cancelled
+        self.cancelled = cancelled  # set by interrupt() (the loop's cancel)
         self.seen: dict[Hashable, ToolResult | asyncio.Future[ToolResult]] = {}  # a future while it runs
         self.consecutive_errors = 0
         self._mode_of = getattr(tools, "mode_of", None)
@@ -112,6 +114,62 @@ class ToolBatch:
             events.append(start_event(call))
             events.append(self._finish(call, ToolResult.failed(CANCELLED_ERROR), 0.0, ctx, results, False))
         return events
+
+    def single(self, call: ToolCall, ctx: LoopContext, run: Any,
+               results: list[tuple[ToolCall, ToolResult]]) -> LoopEvent | Coroutine[Any, Any, LoopEvent]:
+        """Run one call alone, as ``run_group([call], ...)`` does: its ``tool_call_result`` event, or
+        a coroutine giving it when the call does not finish in its first step.
+
+        A call with nothing around it (untraced, no consent to ask or grant, no post_tool_result
+        hook, not answered by dedup, no cancel) runs its first step right here, with no coroutine
+        of the batch's own; anything else, and the rest of a call that waits, goes the general way
+        (same result, same event, same dedup entry, the timeout dated from the same start)."""
+        mode = self._mode_of(call.name) if self._mode_of is not None else None
+        if (self.cancelled or self._post_tool_result is not None or ctx.consent_granted or mode in CONSENT_MODES
+                or type(run) is not NullRun):
+            return self._one_event(call, ctx, run, results)
+        key = dedup_key(call) if self.config.tool_dedup else None
+        if key is not None and key in self.seen:
+            return self._one_event(call, ctx, run, results)
+        started = _perf_counter()
+        try:
+            pending = self._start(call, ctx)
+            if type(pending) is not CoroutineType:
+                return self._rest(call, ctx, pending, None, started, key, results)
+            first = pending.send(None)
+        except StopIteration as done:
+            value = done.value
+            result, denied = (value if type(value) is ToolResult else _checked(call, value)), False
+        except Exception as exc:  # noqa: BLE001 - mapped to a failed result as _execute maps it
+            result, denied = self._failure(call, exc)
+        else:
+            return self._rest(call, ctx, pending, first, started, key, results)
+        if key is not None:
+            self.seen[key] = result
+        return self._finish(call, result, (_perf_counter() - started) * 1000.0, ctx, results, denied)
+
+    async def _one_event(self, call: ToolCall, ctx: LoopContext, run: Any,
+                         results: list[tuple[ToolCall, ToolResult]]) -> LoopEvent:
+        result, ms, denied, dup = await self._one(call, ctx, run)
+        return self._finish(call, result, ms, ctx, results, denied, dup)
+
+    async def _rest(self, call: ToolCall, ctx: LoopContext, pending: Any, first: Any, started: float,
+                    key: Hashable | None, results: list[tuple[ToolCall, ToolResult]]) -> LoopEvent:
+        """The rest of a :meth:`single` call that waits (``first``: what its first step yielded;
+        None with an awaitable that is not a native coroutine, not started yet)."""
+        try:
+            if first is None and type(pending) is not CoroutineType:
+                value = await await_until(pending, self._deadline(started), self._arm, self._running.discard)
+            else:
+                value = await resume_until(pending, first, self._deadline(started), self._arm, self._running.discard)
+        except Exception as exc:  # noqa: BLE001 - mapped to a failed result as _execute maps it
+            result, denied = self._failure(call, exc)
+        else:
+            result, denied = (value if type(value) is ToolResult else _checked(call, value)), False
+        ms = (_perf_counter() - started) * 1000.0
+        if key is not None:
+            self.seen[key] = result
+        return self._finish(call, result, ms, ctx, results, denied)
 
     async def run_group(self, group: list[ToolCall], ctx: LoopContext, run: Any,
                         results: list[tuple[ToolCall, ToolResult]]) -> list[LoopEvent]:
@@ -162,7 +220,7 @@ class ToolBatch:
         if key is not None and together:  # registered before running, so a twin in the same batch waits for it
             first = self.seen[key] = asyncio.get_running_loop().create_future()
         try:
-            started = time.perf_counter()
+            started = _perf_counter()
             if type(run) is not NullRun:
                 result, denied = await self._traced(call, ctx, run)
             else:  # no recorder: no span to open
@@ -171,7 +229,7 @@ class ToolBatch:
                     result, denied = await self._call(call, mode, ctx, NULL_SPAN)
                 else:  # what _call does for such a call: run it, nothing else
                     result, denied = await self._execute(call, ctx, started)
-            ms = (time.perf_counter() - started) * 1000.0
+            ms = (_perf_counter() - started) * 1000.0
         except BaseException:
             if first is not None:
                 del self.seen[key]
@@ -227,7 +285,10 @@ class ToolBatch:
         return approved, "was not approved by the user"
 
     def interrupt(self) -> None:
-        """Stop the running calls now (a cancel): their timeouts fire at once."""
+        """Stop the running calls now (a cancel): their timeouts fire at once, and no call starts."""
+        self.cancelled = True
+        if not self._running:
+            return
         now = asyncio.get_running_loop().time()
         for deadline in list(self._running):
             deadline.reschedule(now)
@@ -238,42 +299,55 @@ class ToolBatch:
         ``started`` (``time.perf_counter()`` when the call began, default now) dates the timeout."""
         # In this task (no helper tasks), under a timeout armed once the call first waits (see
         # .deadline), at tool_timeout_s after ``started``; a cancel reschedules it to now.
-        if self.cancelled.is_set():
+        if self.cancelled:
             return ToolResult.failed(CANCELLED_ERROR), False
         if started is None:
-            started = time.perf_counter()
-        timeout_s = self.config.tool_timeout_s
-
-        def when() -> float:  # the loop time tool_timeout_s after ``started``; read only if a timer is armed
-            return asyncio.get_running_loop().time() + timeout_s - (time.perf_counter() - started)
+            started = _perf_counter()
         try:
-            if self._dispatch is not None:
-                pending = self._dispatch(call, consent_granted=ctx.consent_granted, context=ctx)
-            else:
-                pending = self.tools.execute(call, ctx)
+            pending = self._start(call, ctx)
             if type(pending) is CoroutineType:  # await_until, its first step inline
                 try:
                     first = pending.send(None)
                 except StopIteration as done:
                     value = done.value
                 else:
-                    value = await resume_until(pending, first, when, self._arm, self._running.discard)
+                    value = await resume_until(pending, first, self._deadline(started), self._arm,
+                                               self._running.discard)
             else:
-                value = await await_until(pending, when, self._arm, self._running.discard)
-        except TimeoutError:
-            if self.cancelled.is_set():
+                value = await await_until(pending, self._deadline(started), self._arm, self._running.discard)
+        except Exception as exc:  # noqa: BLE001 - see _failure
+            return self._failure(call, exc)
+        return (value if type(value) is ToolResult else _checked(call, value)), False
+
+    def _start(self, call: ToolCall, ctx: LoopContext) -> Any:
+        """The call's awaitable (nothing of it has run yet for a router's coroutine)."""
+        if self._dispatch is not None:
+            return self._dispatch(call, consent_granted=ctx.consent_granted, context=ctx)
+        return self.tools.execute(call, ctx)
+
+    def _deadline(self, started: float) -> Callable[[], float]:
+        """The loop time ``tool_timeout_s`` after ``started``, as a function: read only if a timer is armed."""
+        timeout_s = self.config.tool_timeout_s
+
+        def when() -> float:
+            return asyncio.get_running_loop().time() + timeout_s - (_perf_counter() - started)
+        return when
+
+    def _failure(self, call: ToolCall, exc: Exception) -> tuple[ToolResult, bool]:
+        """What a call that raised gets: timed out (or cancelled, when the timeout was a cancel's),
+        denied (a host executor's ToolConsentError), or the exception for the model to read."""
+        if isinstance(exc, TimeoutError):
+            if self.cancelled:
                 return ToolResult.failed(CANCELLED_ERROR), False
             return ToolResult.failed(f"tool {call.name!r} timed out after {self.config.tool_timeout_s:g} s"
                                      " and was stopped"), False
-        except ToolConsentError as exc:  # a host executor refused: the same as a denial
+        if isinstance(exc, ToolConsentError):  # a host executor refused: the same as a denial
             return ToolResult.failed(f"denied: {exc}"), True
-        except Exception as exc:  # noqa: BLE001 - a host executor's failure is the model's to read
-            return ToolResult.failed(f"tool {call.name!r} raised {type(exc).__name__}: {exc}"), False
-        return (value if type(value) is ToolResult else _checked(call, value)), False
+        return ToolResult.failed(f"tool {call.name!r} raised {type(exc).__name__}: {exc}"), False
 
     def _arm(self, timeout: asyncio.Timeout) -> None:
         self._running.add(timeout)
-        if self.cancelled.is_set():  # the cancel came while the call's first step ran
+        if self.cancelled:  # the cancel came while the call's first step ran
             timeout.reschedule(asyncio.get_running_loop().time())
 
 

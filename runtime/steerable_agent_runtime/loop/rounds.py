@@ -1,0 +1,221 @@
+"""The round skeleton: the one async generator of a turn.
+
+Every event of a turn passes through this one generator layer: the common round (its events, the
+provider's stream, a single tool call) runs inline here, with the turn's state in locals and in
+:class:`.turn.Turn`; a step that yields nothing while it works is a coroutine returning its events
+(:mod:`.turn`, :class:`.toolbatch.ToolBatch`), called only when it has work: a guard, a hook, a
+retry, a steer, a cancel, several tool calls. What does not change within a turn (tracing, the
+text sink, the storage, the config's limits) is read once per turn.
+
+A round: take steer messages -> cancel check -> max_rounds / budget_tokens guard ->
+``hooks.pre_step`` (reject, rewrite, appends) -> a pending ``request_compact`` -> flush to the
+record -> stream the provider (retries through ``hooks.on_request_error``) -> the assistant
+message; with tool calls: flush (so a crash mid-tool leaves a call resume can repair), run them,
+flush -> next round; without: ``hooks.before_completion`` -> flush -> completion.
+"""
+
+from __future__ import annotations
+
+from types import AsyncGeneratorType
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from ..models import AgentSession, LLMMessage, ToolCall
+from ..tools import ToolResult
+from .events import LoopEvent
+from .hooks import LoopContext
+from .record import RecordWriter
+from .request import (SinkCancel, close_stream, deltas, error_data, provider_sink, response_data, span_attrs,
+                      span_start)
+from .spans import null_run
+from .toolbatch import ToolBatch
+from .turn import Turn, default_session, open_transcript, sunk
+
+if TYPE_CHECKING:
+    from .core import CoreLoop
+
+
+async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, session: AgentSession | None,
+                      resume_id: str | None) -> AsyncIterator[LoopEvent]:
+    """The events of one turn of ``loop`` (see the module docstring; CoreLoop.run / resume)."""
+    loop._running = True
+    try:
+        record_id = resume_id or loop.record_id or chat_id
+        writer = RecordWriter(loop.storage, record_id)
+        recording = loop.storage is not None
+        if recording or resume_id is not None:
+            transcript = await open_transcript(loop.storage, writer, messages, resume_id)
+        else:
+            transcript = messages  # a run without a record: run() made this list
+        ctx = LoopContext(chat_id=chat_id, record_id=record_id)
+        config = loop.config
+        batch = loop._batch = ToolBatch(loop.tools, config, loop.hooks, loop.approver, loop._cancel)
+        tracing = loop.recorder.run(session or default_session(chat_id)) if loop.recorder else null_run()
+        async with tracing as run:
+            loop.trace_id = run.trace_id
+            t = Turn(loop, transcript, writer, ctx, batch, run)
+            loop.transcript = transcript
+            provider, tools, sink = loop.provider, loop.tools, loop.text_sink
+            options = config.request_options()
+            traced = run.trace_id is not None
+            max_rounds, budget, max_tool_errors = config.max_rounds, config.budget_tokens, config.max_tool_errors
+            try:
+                while True:
+                    # stage_start and each steer event go out before the next step runs, so a
+                    # cancel() or steer() made on seeing them acts on this round
+                    rnd = t.round
+                    yield LoopEvent("stage_start", {"round": rnd})
+                    if loop._steer:
+                        for text in loop._take_steer():
+                            transcript.append(LLMMessage(role="user", content=text))
+                            yield LoopEvent("steer", {"content": text})
+                    if (loop._cancel or rnd >= max_rounds or t.pre_step or loop._compact
+                            or (budget is not None and t.usage.total_tokens >= budget)):
+                        for event in await t.open_round():  # a guard or a hook has work to do
+                            yield event
+                        if t.stopped:
+                            return
+                    else:
+                        ctx.round_index = rnd
+                    if recording and len(transcript) > writer.flushed:
+                        await writer.flush(transcript)
+                    t.reply, t.calls, t.failure = None, (), None
+                    t.rounds_run = rnd + 1
+                    attempt = 1
+                    while True:  # the attempts of this round's request
+                        ctx.attempt = attempt
+                        yield LoopEvent("llm_request", {"round": rnd, "attempt": attempt})
+                        text: list[str] = []
+                        calls: list[ToolCall] = []
+                        usage = finish = error = None
+                        cancelled = False
+                        # the llm.request span, entered by hand so an untraced attempt enters nothing
+                        span_cm = run.llm_request(span_start(provider, rnd), attempt=attempt) if traced else None
+                        span = await span_cm.__aenter__() if span_cm is not None else None
+                        raised = False
+                        try:
+                            try:
+                                described = tools.describe() or None
+                                if sink is not None:
+                                    # a provider taking the text_sink option hands it text-only chunks
+                                    # as strings (request.provider_sink); the others ignore it
+                                    stream = provider.stream(list(transcript), tools=described, **options,
+                                                             text_sink=provider_sink(text, sink, loop._cancelled))
+                                elif options:
+                                    stream = provider.stream(list(transcript), tools=described, **options)
+                                else:
+                                    stream = provider.stream(list(transcript), tools=described)
+                                stream = stream.__aiter__()
+                                next_chunk = stream.__anext__
+                            except Exception as exc:  # noqa: BLE001 - on_request_error decides
+                                error, stream = exc, None
+                            try:
+                                while stream is not None:
+                                    try:
+                                        chunk = await next_chunk()
+                                    except StopAsyncIteration:
+                                        break
+                                    except SinkCancel:  # a cancel seen at a chunk given to the text_sink
+                                        cancelled = True
+                                        break
+                                    except Exception as exc:  # noqa: BLE001 - on_request_error decides
+                                        error = exc
+                                        break
+                                    content = chunk.content_delta
+                                    if (content and not chunk.reasoning_delta and chunk.tool_call is None
+                                            and chunk.usage is None and chunk.finish_reason is None):
+                                        text.append(content)  # most chunks: text and nothing else
+                                        if sink is None:
+                                            yield LoopEvent("content_delta", {"delta": content})
+                                        else:
+                                            try:
+                                                sink("content_delta", content)
+                                            except Exception as exc:  # noqa: BLE001 - fails the attempt
+                                                error = exc
+                                                break
+                                    else:
+                                        if content or chunk.reasoning_delta:
+                                            events = deltas(chunk, text)
+                                            if sink is None:
+                                                for event in events:
+                                                    yield event
+                                            elif (error := sunk(sink, events)) is not None:
+                                                break
+                                        if chunk.tool_call is not None:
+                                            calls.append(chunk.tool_call)
+                                        if chunk.usage is not None:
+                                            usage = chunk.usage
+                                        if chunk.finish_reason is not None:
+                                            finish = chunk.finish_reason
+                                    if loop._cancel:
+                                        cancelled = True
+                                        break
+                            finally:
+                                if stream is not None and not (type(stream) is AsyncGeneratorType
+                                                               and stream.ag_frame is None):
+                                    await close_stream(stream)
+                            if span is not None and span.span_id is not None:
+                                span.set_attrs(span_attrs(error, usage, finish, cancelled))
+                        except BaseException as exc:  # what `async with span_cm` does on the way out
+                            raised = True
+                            if span_cm is None or not await span_cm.__aexit__(type(exc), exc, exc.__traceback__):
+                                raise
+                        finally:
+                            if span_cm is not None and not raised:
+                                await span_cm.__aexit__(None, None, None)
+                        if error is None:
+                            yield LoopEvent("llm_response", response_data(rnd, attempt, usage, cancelled))
+                            t.take_reply(text, calls, usage, finish, cancelled)
+                            break
+                        yield LoopEvent("llm_response", error_data(rnd, attempt, error))
+                        events, retry = await t.after_error(error)
+                        for event in events:
+                            yield event
+                        if not retry:
+                            break
+                        attempt += 1
+                    calls = t.calls
+                    if calls and t.failure is None:
+                        if recording:
+                            await writer.flush(transcript)  # the calls are in the record before any runs
+                        results: list[tuple[ToolCall, ToolResult]] = []
+                        if len(calls) == 1 and not loop._cancel:
+                            call = calls[0]
+                            yield LoopEvent("tool_call_start", {"id": call.id, "name": call.name,
+                                                                "arguments": call.arguments})
+                            event = batch.single(call, ctx, run, results)
+                            yield event if type(event) is LoopEvent else await event
+                        else:
+                            for group in batch.groups(calls):
+                                if loop._cancel:
+                                    for event in batch.answer_cancelled(group, ctx, results):
+                                        yield event
+                                    continue
+                                for call in group:
+                                    yield LoopEvent("tool_call_start", {"id": call.id, "name": call.name,
+                                                                        "arguments": call.arguments})
+                                for event in await batch.run_group(group, ctx, run, results):
+                                    yield event
+                        for call, result in results:  # toolbatch.tool_message, inline
+                            transcript.append(LLMMessage(role="tool", tool_call_id=call.id, name=call.name,
+                                                         content=result.to_content()))
+                        if recording:
+                            await writer.flush(transcript)
+                        yield LoopEvent("stage_complete", {"round": rnd, "usage": t.round_usage.to_wire()})
+                        if loop._cancel or batch.consecutive_errors >= max_tool_errors:
+                            for event in await t.tool_guards():
+                                yield event
+                    else:
+                        for event in await t.settle():
+                            yield event
+                    if t.stopped:
+                        return
+                    t.round = rnd + 1
+            except GeneratorExit:
+                run.set_outcome("cancelled")
+                raise
+    finally:
+        loop._running = False
+        loop._cancel = False
+        loop._cancel_event = None
+        loop._batch = None

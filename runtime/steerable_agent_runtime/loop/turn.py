@@ -1,0 +1,280 @@
+"""One turn of a CoreLoop: its state, and the steps the round skeleton calls only when they have work.
+
+The round skeleton (:func:`.rounds.turn_events`) runs the common round inline: the events, the
+request, one tool call. What runs only sometimes lives here, each step a coroutine returning the
+events it made (the skeleton yields them): the guards and hooks before a request
+(:meth:`Turn.open_round`), a rewrite, the retry decision after a failed attempt, the end of a
+request without tool calls (:meth:`Turn.settle`), the guards after a tool round and the
+completion (:meth:`Turn.end`). Every step that ends the turn sets ``stopped``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from ..history import resume_transcript
+from ..llm.types import LLMUsage
+from ..models import AgentSession, LLMMessage, ToolCall, utc_now
+from .events import CompletionStatus, LoopEvent
+from .hooks import LoopContext, LoopHooks, RewriteRequest, overrides
+from .record import RecordWriter, repair_dangling
+from .toolbatch import ToolBatch
+
+if TYPE_CHECKING:
+    from .core import CoreLoop
+
+OUTCOME = {"completed": "ok", "failed": "error", "budget_exhausted": "budget_exhausted", "cancelled": "cancelled"}
+ZERO_USAGE = LLMUsage()  # the usage of a reply that reported none (only read: to_wire)
+
+
+class Turn:
+    """The state of one turn (one ``run`` or ``resume``) and its occasional steps."""
+
+    __slots__ = ("loop", "hooks", "transcript", "writer", "ctx", "batch", "run", "round", "rounds_run", "usage",
+                 "round_usage", "reply", "calls", "finish_reason", "stopped", "failure", "pre_step",
+                 "before_completion")
+
+    def __init__(self, loop: CoreLoop, transcript: list[LLMMessage], writer: RecordWriter, ctx: LoopContext,
+                 batch: ToolBatch, run: Any) -> None:
+        self.loop = loop
+        self.hooks: LoopHooks = loop.hooks
+        self.transcript = transcript
+        self.writer = writer
+        self.ctx = ctx
+        self.batch = batch
+        self.run = run
+        self.round = 0
+        self.rounds_run = 0
+        self.usage = LLMUsage()
+        self.round_usage = ZERO_USAGE
+        self.reply: LLMMessage | None = None
+        self.calls: list[ToolCall] = []
+        self.finish_reason: str | None = None
+        self.stopped = False
+        self.failure: BaseException | None = None
+        # LoopHooks' own (no-op) methods are not called (see hooks.overrides)
+        self.pre_step = overrides(self.hooks, "pre_step")
+        self.before_completion = overrides(self.hooks, "before_completion")
+
+    # --- before the request ----------------------------------------------------------------
+
+    async def open_round(self) -> list[LoopEvent]:
+        """A round after its steer messages, when a guard or a hook may act: the cancel and budget
+        guards, pre_step and a requested compaction (the caller then flushes)."""
+        events: list[LoopEvent] = []
+        if self.loop._cancel:
+            events += await self.end("cancelled", "cancelled before the request")
+            return events
+        exhausted = self._exhausted()
+        if exhausted is not None:
+            events.append(LoopEvent("budget_exhausted", exhausted))
+            events += await self.end("budget_exhausted", exhausted["reason"])
+            return events
+        self.ctx.round_index = self.round
+        rejected = await self._pre_step(events)
+        if rejected is not None:
+            events += await self.end("failed", rejected)
+        return events
+
+    def _exhausted(self) -> dict[str, Any] | None:
+        total, config = self.usage.total_tokens, self.loop.config
+        if self.round >= config.max_rounds:
+            return {"reason": "max_rounds", "rounds": self.round, "totalTokens": total}
+        if config.budget_tokens is not None and total >= config.budget_tokens:
+            return {"reason": "budget_tokens", "rounds": self.round, "totalTokens": total}
+        return None
+
+    async def _pre_step(self, events: list[LoopEvent]) -> str | None:
+        """hooks.pre_step, then a requested compaction, their events added to ``events``; the
+        reason of a reject (None: go on)."""
+        hooks, name = self.hooks, hook_name(self.hooks)
+        action = await hooks.pre_step(list(self.transcript), self.ctx) if self.pre_step else None
+        if action is not None and action.action == "reject":
+            events.append(LoopEvent("hook_action", {"hook": name, "action": "reject", "reason": action.reason,
+                                                    "preTokens": None, "postTokens": None}))
+            return action.reason or "rejected by a pre_step hook"
+        if action is not None and action.rewrite is not None:
+            events.append(await self.rewrite(action.rewrite, "rewrite"))
+        if action is not None and action.appends:
+            self.transcript.extend(action.appends)
+            events.append(LoopEvent("hook_action", {"hook": name, "action": "append", "reason": action.reason,
+                                                    "preTokens": None, "postTokens": None,
+                                                    "count": len(action.appends)}))
+        if self.loop._compact:
+            self.loop._compact = False
+            request = await hooks.compact_now(list(self.transcript), self.ctx)
+            if request is not None:
+                events.append(await self.rewrite(request, "compact"))
+            else:
+                events.append(LoopEvent("hook_action", {"hook": name, "action": "compact_noop",
+                                                        "reason": "nothing to compact", "preTokens": None,
+                                                        "postTokens": None}))
+        return None
+
+    async def rewrite(self, request: RewriteRequest, action: str) -> LoopEvent:
+        """Replace the transcript (one compaction_boundary in the record) and describe it."""
+        await self.writer.flush(self.transcript)
+        await self.writer.rewrite(request)
+        self.transcript[:] = list(request.messages)
+        return LoopEvent("hook_action", {"hook": hook_name(self.hooks), "action": action, "reason": request.reason,
+                                         "trigger": request.trigger, "preTokens": request.pre_tokens,
+                                         "postTokens": request.post_tokens})
+
+    # --- the request ------------------------------------------------------------------------
+
+    async def after_error(self, error: BaseException) -> tuple[list[LoopEvent], bool]:
+        """After a failed attempt: the events to yield, and whether to make another attempt (the
+        on_request_error hook asked for a retry and its delay passed without a cancel). When
+        not, the round's request is done with ``failure`` set (or a cancel came)."""
+        loop = self.loop
+        action = None if loop._cancel else await self.hooks.on_request_error(error, list(self.transcript), self.ctx)
+        if action is None or action.action != "retry":
+            self.failure = error
+            return [], False
+        events = []
+        if action.rewrite is not None:
+            events.append(await self.rewrite(action.rewrite, "rewrite"))
+        if action.delay_ms > 0 and not loop._cancel:
+            wake = loop._cancel_event = asyncio.Event()  # cancel() sets it: the wait ends at once
+            try:
+                await asyncio.wait_for(wake.wait(), action.delay_ms / 1000.0)
+            except TimeoutError:
+                pass
+            finally:
+                loop._cancel_event = None
+        return events, not loop._cancel
+
+    def take_reply(self, text: list[str], calls: list[ToolCall], usage: LLMUsage | None, finish_reason: str | None,
+                   cancelled: bool) -> None:
+        """Keep a successful attempt: the context's token figures, the turn's usage, the assistant
+        message (appended to the transcript; none when a cancel came before anything streamed)."""
+        if usage is not None:
+            ctx = self.ctx
+            ctx.last_prompt_tokens = usage.prompt_tokens
+            ctx.last_prompt_transcript_len = len(self.transcript)
+            ctx.last_cached_prompt_tokens = usage.cached_prompt_tokens
+            ctx.last_cache_creation_tokens = usage.cache_creation_tokens
+            total = self.usage  # the turn's own LLMUsage, added to in place
+            total.prompt_tokens += usage.prompt_tokens
+            total.completion_tokens += usage.completion_tokens
+            total.total_tokens += usage.total_tokens
+            total.cached_prompt_tokens += usage.cached_prompt_tokens
+            total.cache_creation_tokens += usage.cache_creation_tokens
+            self.round_usage = usage
+        else:
+            self.round_usage = ZERO_USAGE
+        if not text and not calls:  # nothing streamed: an empty reply, or none when cancelled
+            reply = None if cancelled else LLMMessage(role="assistant", content="")
+        else:
+            wire_calls = ([calls[0].to_wire()] if len(calls) == 1 else [c.to_wire() for c in calls]) if calls else None
+            reply = LLMMessage(role="assistant", content="".join(text) if text or not calls else None,
+                               tool_calls=wire_calls)
+        self.reply, self.calls, self.finish_reason = reply, calls, finish_reason
+        if reply is not None:
+            self.transcript.append(reply)
+
+    # --- after the request ------------------------------------------------------------------
+
+    async def settle(self) -> list[LoopEvent]:
+        """A round whose request failed or answered without tool calls: the failure, a cancel, or
+        the completion (before_completion may continue the turn with appends instead)."""
+        if self.failure is not None:
+            return [error_event(self.failure), *await self.end("failed", str(self.failure))]
+        if self.loop._cancel:
+            return await self.end("cancelled", "cancelled while streaming")
+        decision = None
+        if self.before_completion:
+            draft = self.reply or LLMMessage(role="assistant", content="")
+            decision = await self.hooks.before_completion(draft, self.ctx)
+        if decision is not None and decision.action == "reject":
+            reject = LoopEvent("hook_action", {"hook": hook_name(self.hooks), "action": "reject",
+                                               "reason": decision.reason, "preTokens": None, "postTokens": None})
+            return [reject, *await self.end("failed", decision.reason or "rejected before completion")]
+        if decision is not None and decision.appends:
+            self.transcript.extend(decision.appends)
+            await self.writer.flush(self.transcript)
+            return [LoopEvent("hook_action", {"hook": hook_name(self.hooks), "action": "append",
+                                              "reason": decision.reason, "preTokens": None, "postTokens": None,
+                                              "count": len(decision.appends)}),
+                    self.stage_complete()]
+        return [self.stage_complete(), *await self.end("completed", self.finish_reason or "stop")]
+
+    async def tool_guards(self) -> list[LoopEvent]:
+        """What ends the turn after a tool round (a cancel, max_tool_errors); [] to go on."""
+        if self.loop._cancel:
+            return await self.end("cancelled", "cancelled during tool calls")
+        errors = self.batch.consecutive_errors
+        if errors >= self.loop.config.max_tool_errors:
+            reason = f"max_tool_errors: {errors} consecutive tool errors"
+            error = LoopEvent("error", {"message": reason, "hint": "look at the failed tool results in the transcript"})
+            return [error, *await self.end("failed", reason)]
+        return []
+
+    def stage_complete(self) -> LoopEvent:
+        """The ``stage_complete`` event of this round."""
+        return LoopEvent("stage_complete", {"round": self.round, "usage": self.round_usage.to_wire()})
+
+    async def end(self, status: CompletionStatus, reason: str) -> list[LoopEvent]:
+        """End the turn: the last flush, the trace outcome, the ``completion`` event."""
+        if self.writer.storage is not None:
+            await self.writer.flush(self.transcript)
+        self.stopped = True
+        self.loop.usage = self.usage
+        self.run.set_outcome(OUTCOME[status])
+        return [LoopEvent("completion", {"status": status, "reason": reason, "usage": self.usage.to_wire(),
+                                         "rounds": self.rounds_run, "traceId": self.run.trace_id})]
+
+
+async def open_transcript(storage: Any, writer: RecordWriter, messages: list[LLMMessage],
+                          resume_id: str | None) -> list[LLMMessage]:
+    """The transcript a turn starts from, the record lined up with it: ``messages`` (a run), or
+    the record's repaired transcript with ``messages`` appended (a resume)."""
+    if resume_id is None:
+        await writer.start(messages)
+        return messages
+    stored = await resume_transcript(storage, resume_id)
+    if not stored and not messages:
+        raise UsageError(f"record {resume_id!r} is empty: nothing to resume",
+                         hint="start the chat with run(messages, chat_id=...)")
+    repaired, append_only = repair_dangling(stored)
+    writer.adopt(stored)
+    if append_only:
+        await writer.flush(repaired)
+    else:
+        await storage.append_history(resume_id, [{"type": "seed", "messages": [m.to_wire() for m in repaired]}])
+        writer.adopt(repaired)
+    return [*repaired, *messages]
+
+
+def hook_name(hooks: LoopHooks) -> str:
+    """How ``hook_action`` events name the hooks (their class)."""
+    return type(hooks).__name__
+
+
+def sunk(sink: Callable[[str, str], None], events: tuple[LoopEvent, ...]) -> Exception | None:
+    """Hand delta events to the text sink; what the sink raised (it fails the attempt), or None."""
+    try:
+        for event in events:
+            sink(event.kind, event.data["delta"])
+    except Exception as exc:  # noqa: BLE001 - a failing sink fails the attempt like a provider error
+        return exc
+    return None
+
+
+def error_event(error: BaseException) -> LoopEvent:
+    """The ``error`` event of a failed request."""
+    data: dict[str, Any] = {"message": str(error), "hint": getattr(error, "hint", None) or "see the logs"}
+    kind = getattr(error, "kind", None)
+    if kind is not None:
+        data["kind"] = kind
+    return LoopEvent("error", data)
+
+
+def default_session(chat_id: str) -> AgentSession:
+    """The session a traced run records when the caller gave none."""
+    now = utc_now()
+    return AgentSession(session_id=f"loop-{chat_id}", user_id="local", chat_id=chat_id, current_stage="RUNNING",
+                        is_active=True, created_at=now, updated_at=now)
