@@ -79,7 +79,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                         ctx.round_index = rnd
                     if recording and len(transcript) > writer.flushed:
                         await writer.flush(transcript)
-                    t.reply, t.calls, t.failure = None, (), None
+                    reply_calls: list[ToolCall] = []  # the calls of this round's reply
                     t.rounds_run = rnd + 1
                     attempt = 1
                     while True:  # the attempts of this round's request
@@ -164,8 +164,15 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                             if span_cm is not None and not raised:
                                 await span_cm.__aexit__(None, None, None)
                         if error is None:
-                            yield LoopEvent("llm_response", response_data(rnd, attempt, usage, cancelled))
+                            if usage is not None and not cancelled:  # request.response_data, inline
+                                yield LoopEvent("llm_response", {
+                                    "round": rnd, "attempt": attempt, "promptTokens": usage.prompt_tokens,
+                                    "cachedPromptTokens": usage.cached_prompt_tokens,
+                                    "completionTokens": usage.completion_tokens})
+                            else:
+                                yield LoopEvent("llm_response", response_data(rnd, attempt, usage, cancelled))
                             t.take_reply(text, calls, usage, finish, cancelled)
+                            reply_calls = calls
                             break
                         yield LoopEvent("llm_response", error_data(rnd, attempt, error))
                         events, retry = await t.after_error(error)
@@ -174,8 +181,8 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                         if not retry:
                             break
                         attempt += 1
-                    calls = t.calls
-                    if calls and t.failure is None:
+                    calls = reply_calls
+                    if calls:  # (a failed request has none: the turn ends in t.settle)
                         if recording:
                             await writer.flush(transcript)  # the calls are in the record before any runs
                         results: list[tuple[ToolCall, ToolResult]] = []

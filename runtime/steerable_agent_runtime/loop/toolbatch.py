@@ -53,14 +53,22 @@ _FLAT = frozenset((str, int, bool, type(None)))
 def dedup_key(call: ToolCall) -> Hashable:
     """The identity of a call for dedup: its name and canonical arguments.
 
-    Arguments whose values are all str, int, bool or None (the common case) key as a tuple of
-    (name, type, value) in name order, which is equal exactly when their canonical JSON is;
-    anything else keys as the canonical JSON text (a str, never equal to a tuple)."""
+    One argument whose value is a str, int, bool or None (the commonest call) keys as
+    (name, argument, type, value); several such arguments as a tuple of (argument, type, value)
+    in argument order; either is equal exactly when their canonical JSON is (the lengths and
+    element types tell the two forms apart). Anything else keys as the canonical JSON text (a
+    str, never equal to a tuple)."""
+    arguments = call.arguments
+    if len(arguments) == 1:
+        for name, value in arguments.items():
+            kind = type(value)
+            if kind in _FLAT:
+                return (call.name, name, kind, value)
     items = []
-    for name, value in call.arguments.items():  # a loop, not generators: this runs for every call
+    for name, value in arguments.items():  # a loop, not generators: this runs for every call
         kind = type(value)
         if kind not in _FLAT:
-            return call.name + "\x00" + json.dumps(call.arguments, sort_keys=True, default=repr)
+            return call.name + "\x00" + json.dumps(arguments, sort_keys=True, default=repr)
         items.append((name, kind, value))
     items.sort()  # by name: names are unique, so the types are never compared
     return (call.name, *items)
@@ -88,6 +96,7 @@ class ToolBatch:
         self.cancelled = cancelled  # set by interrupt() (the loop's cancel)
         self.seen: dict[Hashable, ToolResult | asyncio.Future[ToolResult]] = {}  # a future while it runs
         self.consecutive_errors = 0
+        self._dedup = config.tool_dedup
         self._mode_of = getattr(tools, "mode_of", None)
         self._dispatch = getattr(tools, "dispatch", None)
         self._running: set[asyncio.Timeout] = set()
@@ -124,11 +133,11 @@ class ToolBatch:
         hook, not answered by dedup, no cancel) runs its first step right here, with no coroutine
         of the batch's own; anything else, and the rest of a call that waits, goes the general way
         (same result, same event, same dedup entry, the timeout dated from the same start)."""
-        mode = self._mode_of(call.name) if self._mode_of is not None else None
-        if (self.cancelled or self._post_tool_result is not None or ctx.consent_granted or mode in CONSENT_MODES
-                or type(run) is not NullRun):
+        mode_of = self._mode_of
+        if (self.cancelled or self._post_tool_result is not None or ctx.consent_granted or type(run) is not NullRun
+                or (mode_of is not None and mode_of(call.name) in CONSENT_MODES)):
             return self._one_event(call, ctx, run, results)
-        key = dedup_key(call) if self.config.tool_dedup else None
+        key = dedup_key(call) if self._dedup else None
         if key is not None and key in self.seen:
             return self._one_event(call, ctx, run, results)
         started = _perf_counter()
@@ -138,8 +147,10 @@ class ToolBatch:
                 return self._rest(call, ctx, pending, None, started, key, results)
             first = pending.send(None)
         except StopIteration as done:
-            value = done.value
-            result, denied = (value if type(value) is ToolResult else _checked(call, value)), False
+            result = done.value
+            if type(result) is not ToolResult:
+                result = _checked(call, result)
+            denied = False
         except Exception as exc:  # noqa: BLE001 - mapped to a failed result as _execute maps it
             result, denied = self._failure(call, exc)
         else:
@@ -196,14 +207,16 @@ class ToolBatch:
     def _finish(self, call: ToolCall, result: ToolResult, ms: float, ctx: LoopContext,
                 results: list[tuple[ToolCall, ToolResult]], denied: bool, dup: bool = False) -> LoopEvent:
         results.append((call, result))
-        if result.success:
+        success = result.success
+        if success:
             self.consecutive_errors = 0
         elif not denied:
             self.consecutive_errors += 1
         ctx.consecutive_tool_errors = self.consecutive_errors
-        data: dict[str, Any] = {"id": call.id, "name": call.name, "success": result.success,
-                                "durationMs": round(ms, 3)}
-        if not result.success:
+        # ms to 3 decimals: round(ms, 3) formats the float through its decimal digits, 2x the cost
+        data: dict[str, Any] = {"id": call.id, "name": call.name, "success": success,
+                                "durationMs": round(ms * 1000.0) / 1000.0}
+        if not success:
             data["error"] = result.error
         if dup:
             data["deduplicated"] = True

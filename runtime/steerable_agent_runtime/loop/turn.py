@@ -34,7 +34,7 @@ class Turn:
     """The state of one turn (one ``run`` or ``resume``) and its occasional steps."""
 
     __slots__ = ("loop", "hooks", "transcript", "writer", "ctx", "batch", "run", "round", "rounds_run", "usage",
-                 "round_usage", "reply", "calls", "finish_reason", "stopped", "failure", "pre_step",
+                 "round_usage", "reply", "finish_reason", "stopped", "failure", "pre_step",
                  "before_completion")
 
     def __init__(self, loop: CoreLoop, transcript: list[LLMMessage], writer: RecordWriter, ctx: LoopContext,
@@ -48,10 +48,9 @@ class Turn:
         self.run = run
         self.round = 0
         self.rounds_run = 0
-        self.usage = LLMUsage()
+        self.usage = LLMUsage()  # the turn's: each reply's reported usage added in
         self.round_usage = ZERO_USAGE
         self.reply: LLMMessage | None = None
-        self.calls: list[ToolCall] = []
         self.finish_reason: str | None = None
         self.stopped = False
         self.failure: BaseException | None = None
@@ -157,7 +156,7 @@ class Turn:
             ctx.last_prompt_transcript_len = len(self.transcript)
             ctx.last_cached_prompt_tokens = usage.cached_prompt_tokens
             ctx.last_cache_creation_tokens = usage.cache_creation_tokens
-            total = self.usage  # the turn's own LLMUsage, added to in place
+            total = self.usage
             total.prompt_tokens += usage.prompt_tokens
             total.completion_tokens += usage.completion_tokens
             total.total_tokens += usage.total_tokens
@@ -166,15 +165,19 @@ class Turn:
             self.round_usage = usage
         else:
             self.round_usage = ZERO_USAGE
-        if not text and not calls:  # nothing streamed: an empty reply, or none when cancelled
-            reply = None if cancelled else LLMMessage(role="assistant", content="")
-        else:
-            wire_calls = ([calls[0].to_wire()] if len(calls) == 1 else [c.to_wire() for c in calls]) if calls else None
-            reply = LLMMessage(role="assistant", content="".join(text) if text or not calls else None,
-                               tool_calls=wire_calls)
-        self.reply, self.calls, self.finish_reason = reply, calls, finish_reason
-        if reply is not None:
-            self.transcript.append(reply)
+        self.finish_reason = finish_reason
+        if calls:
+            wire_calls = [calls[0].to_wire()] if len(calls) == 1 else [c.to_wire() for c in calls]
+            reply = LLMMessage(role="assistant", content="".join(text) if text else None, tool_calls=wire_calls)
+        elif text:
+            reply = LLMMessage(role="assistant", content="".join(text))
+        elif cancelled:  # nothing streamed before the cancel: no reply
+            self.reply = None
+            return
+        else:  # nothing streamed: an empty reply
+            reply = LLMMessage(role="assistant", content="")
+        self.reply = reply
+        self.transcript.append(reply)
 
     # --- after the request ------------------------------------------------------------------
 
@@ -222,9 +225,9 @@ class Turn:
         if self.writer.storage is not None:
             await self.writer.flush(self.transcript)
         self.stopped = True
-        self.loop.usage = self.usage
+        usage = self.loop.usage = self.usage
         self.run.set_outcome(OUTCOME[status])
-        return [LoopEvent("completion", {"status": status, "reason": reason, "usage": self.usage.to_wire(),
+        return [LoopEvent("completion", {"status": status, "reason": reason, "usage": usage.to_wire(),
                                          "rounds": self.rounds_run, "traceId": self.run.trace_id})]
 
 
