@@ -55,9 +55,14 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live child (procfs)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    """CPU seconds of a live child: the run time of its threads in nanoseconds (procfs
+    ``schedstat``; a thread that already exited is not counted), else user + system time in
+    clock ticks (10 ms: 0.5 us per chunk of a 20,000-chunk stream)."""
+    try:
+        return sum(int((task / "schedstat").read_text().split()[0]) for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
+    except (OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
 
 
 class Model:
