@@ -4,12 +4,15 @@ CPU time per chunk of each layer and the increment over the one before (used by
 
 Layers, each including the ones before it, all reading the same replayed stream over real HTTP:
 1. ``http``: httpx streaming the body (``aiter_bytes``), nothing parsed;
-2. ``sse``: + the SSE decoder (each event's data, ``feed_data``, not yet JSON);
-3. ``provider``: OpenAICompatProvider.stream with the ``text_sink`` option the relay's loop
-   gives it (+ each chunk read through the stream's template or a full JSON parse; text-only
-   chunks handed to the sink, the others yielded);
-4. ``loop``: CoreLoop.run with a ``text_sink`` on an InMemoryStorage (+ the text kept for the
-   record, the cancel check, the other events);
+2. ``sse``: + the SSE decoder (each event's data, ``feed_data``, not yet JSON; once the frame
+   is learned from the first text chunk, as the provider learns it, the runs of events in
+   that frame as lists of their texts: ``SSEDecoder.text_runs``);
+3. ``provider``: OpenAICompatProvider.stream with a ``text_sink`` option like the one the
+   relay's loop gives it, taking runs (``many``) (+ the frame learned; each chunk outside a
+   run read through the stream's template or a full JSON parse; text-only chunks handed to
+   the sink, the others yielded);
+4. ``loop``: CoreLoop.run with a ``text_sink`` taking runs, on an InMemoryStorage (+ the text
+   kept for the record, the cancel check, the other events);
 5. ``relay``: the sidecar's StreamManager (+ trace recorder, session, the notification bytes
    queued and written by StdioJsonRpcTransport to /dev/null).
 
@@ -37,6 +40,8 @@ def layers(base_url: str, chunks: int, *, reps: int = 5, small_url: str | None =
 async def _layers(base_url: str, chunks: int, reps: int, small_url: str | None) -> dict[str, Any]:
     from steerable_agent_runtime.llm import OpenAICompatProvider
     from steerable_agent_runtime.llm.http import make_client
+    from steerable_agent_runtime.llm.openai_compat import json_loader
+    from steerable_agent_runtime.llm.openai_compat_template import learn
     from steerable_agent_runtime.llm.sse import SSEDecoder
     from steerable_agent_runtime.loop import CoreLoop
     from steerable_agent_runtime.models import LLMMessage
@@ -54,22 +59,45 @@ async def _layers(base_url: str, chunks: int, reps: int, small_url: str | None) 
             async for _ in response.aiter_bytes():
                 pass
 
+    loads = json_loader()
+
     async def sse() -> None:
-        decoder = SSEDecoder()
+        decoder = SSEDecoder()  # what chat/completions reads: each event's data, runs in its frame whole
+        learned = False
         async with client.stream("POST", url, content=b"{}") as response:
             async for data in response.aiter_bytes():
-                decoder.feed_data(data)  # what chat/completions reads: each event's data
+                out = decoder.feed_data(data)
+                if not learned:  # as the provider does: the frame from the first text chunk
+                    for item in out:
+                        if type(item) is str and item.startswith("{"):
+                            template = learn(item, loads(item), loads)
+                            if template is not None:
+                                decoder.text_runs(template.head, template.tail)
+                                learned = True
+                                break
+
+    def keep(texts: list[str]) -> Any:  # a sink taking runs too, as the relay's are (``many``)
+        def take(text: str) -> None:
+            texts.append(text)
+
+        take.many = texts.extend  # type: ignore[attr-defined]
+        return take
+
+    def keep_kind(texts: list[str]) -> Any:  # the loop's sink: (kind, text), and (kind, texts)
+        def take(kind: str, text: str) -> None:
+            texts.append(text)
+
+        take.many = lambda kind, more: texts.extend(more)  # type: ignore[attr-defined]
+        return take
 
     async def provider(base: str = base_url, sink: bool = True) -> None:
-        texts: list[str] = []
-        options = {"text_sink": texts.append} if sink else {}
+        options = {"text_sink": keep([])} if sink else {}
         async for _ in OpenAICompatProvider("m", base, client=client).stream(messages, **options):
             pass
 
     async def loop(sink: bool = True) -> None:
-        texts: list[tuple[str, str]] = []
         core = CoreLoop(OpenAICompatProvider("m", base_url, client=client), storage=InMemoryStorage(), record_id="r",
-                        text_sink=(lambda kind, text: texts.append(text)) if sink else None)
+                        text_sink=keep_kind([]) if sink else None)
         async for _ in core.run(messages, chat_id="r"):
             pass
 
