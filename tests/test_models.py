@@ -153,14 +153,30 @@ def test_messages_the_runtime_writes_are_plain():
 
 
 def test_utc_now_is_the_stored_form_of_the_clock_across_seconds(monkeypatch):
-    import time as time_module
     from datetime import datetime, timedelta
 
     from steerable_agent_runtime import models
 
     for ns in (1_764_600_000_999_999_000, 1_764_600_001_000_000_000, 1_764_600_001_000_001_999,
-               1_764_600_000_000_000_000, 1_764_600_061_123_456_789):  # a second's last and first microsecond, back in time
-        monkeypatch.setattr(time_module, "time_ns", lambda ns=ns: ns)
+               1_764_600_000_000_000_000, 1_764_600_061_123_456_789,  # a second's last and first microsecond, back in time
+               1_764_600_061_000_999_999, 1_764_600_061_001_000_000, 1_764_600_061_999_000_999):  # millisecond edges
+        monkeypatch.setattr(models, "_time_ns", lambda ns=ns: ns)
         expected = normalize_timestamp(datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=ns // 1000))
         assert models.utc_now() == expected, ns
         assert is_stored_timestamp(models.utc_now())
+
+
+@given(st.lists(st.integers(0, 4_102_444_800 * 10**9 - 1), min_size=1, max_size=8))
+def test_utc_now_is_normalize_timestamp_of_the_clock_for_any_sequence_of_readings(readings):
+    from datetime import datetime, timedelta
+
+    from steerable_agent_runtime import models
+
+    saved = models._time_ns
+    try:
+        for ns in readings:  # any order: the cached second is replaced whenever a reading leaves it
+            models._time_ns = lambda ns=ns: ns
+            expected = normalize_timestamp(datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=ns // 1000))
+            assert models.utc_now() == expected, ns
+    finally:
+        models._time_ns = saved

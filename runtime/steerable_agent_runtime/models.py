@@ -41,6 +41,9 @@ def normalize_timestamp(value: str | datetime) -> str:
 
 
 _second_text: tuple[int, int, str] = (0, 0, "")  # [start, end) of the cached second in ns, its text
+_MILLIS = tuple(f".{i:03d}" for i in range(1000))  # the fraction's first three digits, with the point
+_MICROS = tuple(f"{i:03d}Z" for i in range(1000))  # its last three, with the Z
+_time_ns = time.time_ns
 
 
 def utc_now() -> str:
@@ -48,10 +51,11 @@ def utc_now() -> str:
 
     Written from ``time.time_ns()`` with the text up to the seconds kept per second (every
     history append stamps the time; datetime formatting costs several times more), and the
-    microseconds taken from the offset into that second (small-int arithmetic).
+    microseconds taken from the offset into that second (small-int arithmetic) as two
+    three-digit parts from tables (a quarter fewer instructions than ``%06d`` formatting).
     """
     global _second_text
-    now = time.time_ns()
+    now = _time_ns()
     start, end, text = _second_text
     if not start <= now < end:
         seconds = now // 1_000_000_000
@@ -59,7 +63,8 @@ def utc_now() -> str:
         t = time.gmtime(seconds)
         text = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
         _second_text = (start, start + 1_000_000_000, text)
-    return "%s.%06dZ" % (text, (now - start) // 1000)
+    micros = (now - start) // 1000
+    return text + _MILLIS[micros // 1000] + _MICROS[micros % 1000]
 
 
 _STORED_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
