@@ -18,7 +18,7 @@ from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Annotated, Any, Literal, NamedTuple, Protocol, Union
 
 from pydantic import Field, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, SchemaSerializer, core_schema
 
 from .errors import HistorySeqConflictError, RecordFormatError
 from .models import CHAT_ROLES, LLMMessage, Timestamp, WireModel, is_stored_timestamp, utc_now
@@ -371,6 +371,21 @@ def _sound_item(message: LLMMessage, seq: int, at: str) -> PreparedEntry | None:
     """The item entry for ``message`` (exactly an LLMMessage) at ``seq`` stamped ``at`` (in stored
     form); None when the message is not sound (is_sound_message) or its serializer refuses it
     (the dict path then raises the usual error)."""
+    parts = _item_parts(message, seq, at)
+    if parts is None:
+        return None
+    return _new_prepared(PreparedEntry, (seq, RECORD_FORMAT_VERSION, "item", at, parts[0], parts[1]))
+
+
+_ITEM_HEAD = f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":'
+
+
+def _item_parts(message: LLMMessage, seq: int, at: str) -> tuple[str, dict[str, Any]] | None:
+    """_sound_item's (data, wire dict), or None. A message whose fields are all a str or None (a
+    text message, a tool result) is written as LLMMessage's serializer writes it (role, content,
+    toolCallId, name in the model's order, the None ones left out, each text through json's
+    string encoder: a property test holds it to the serializer's bytes and dict) without the
+    serializer; content parts and tool calls go through the serializer."""
     fields = message.__dict__
     role, content, calls = fields.get("role"), fields.get("content"), fields.get("tool_calls")
     call_id, name = fields.get("tool_call_id"), fields.get("name")
@@ -380,66 +395,97 @@ def _sound_item(message: LLMMessage, seq: int, at: str) -> PreparedEntry | None:
     if (call_id is not None and type(call_id) is not str) or (name is not None and type(name) is not str):
         return None
     if calls is None and (content is None or type(content) is str):
-        return _str_item(seq, at, role, content, call_id, name)
+        enc = _json_string
+        if content is not None and call_id is not None and name is not None:  # a tool result
+            data = (f'{_ITEM_HEAD}{seq},"at":"{at}","message":{{"role":"{role}","content":{enc(content)},'
+                    f'"toolCallId":{enc(call_id)},"name":{enc(name)}}}}}')
+            wire_message: dict[str, Any] = {"role": role, "content": content, "toolCallId": call_id, "name": name}
+        elif content is not None and call_id is None and name is None:  # a text message
+            data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{{"role":"{role}","content":{enc(content)}}}}}'
+            wire_message = {"role": role, "content": content}
+        else:
+            text, wire_message = _str_message(role, content, call_id, name)
+            data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}'
+        if not data.isascii() and not _encodable(data):
+            return None  # a lone surrogate: the dict path raises the usual error
+        return data, {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
     if content is not None and type(content) is not str and not _dicts_with_str_keys(content):
         return None
     if calls is not None and not _dicts_with_str_keys(calls):
         return None
+    if calls is not None and (content is None or type(content) is str):  # an assistant message calling tools
+        return _calling_parts(seq, at, role, content, calls, call_id, name)
     try:
         text = _dump_message_json(message, by_alias=True, exclude_none=True).decode()
         wire_message = _dump_message(message, mode="json", by_alias=True, exclude_none=True)
     except Exception:  # noqa: BLE001 - the dict path reports it
         return None
-    data = f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":{seq},"at":"{at}","message":{text}}}'
-    wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
-    return _new_prepared(PreparedEntry, (seq, RECORD_FORMAT_VERSION, "item", at, data, wire))
+    return (f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}',
+            {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message})
 
 
-def _str_item(seq: int, at: str, role: str, content: str | None, call_id: str | None,
-              name: str | None) -> PreparedEntry | None:
-    """The item of a message whose fields are all a str or None (role a known role), written as
-    LLMMessage's serializer writes it (role, content, toolCallId, name in the model's order, the
-    None ones left out, each text through json's string encoder: a property test holds it to the
-    serializer's bytes and dict) without the serializer; None for text that is not valid Unicode
-    (a lone surrogate: the dict path raises the usual error)."""
+_calls_serializer = SchemaSerializer(core_schema.list_schema(core_schema.dict_schema(core_schema.str_schema(),
+                                                                                   core_schema.any_schema())))
+"""The serializer of LLMMessage.tool_calls' type (list[dict[str, Any]]), for the calls alone."""
+_dump_calls_json, _dump_calls = _calls_serializer.to_json, _calls_serializer.to_python
+
+
+def _calling_parts(seq: int, at: str, role: str, content: str | None, calls: list[dict[str, Any]],
+                   call_id: str | None, name: str | None) -> tuple[str, dict[str, Any]] | None:
+    """_item_parts of a sound message with tool calls and str or no content: the calls by the
+    serializer of their field's type (what LLMMessage's serializer runs for that field), the rest
+    written as _str_message writes it, in the model's order (role, content, toolCalls, toolCallId,
+    name). None when the serializer refuses the calls or the text is not valid Unicode."""
+    try:
+        calls_text = _dump_calls_json(calls).decode()
+        calls_wire = _dump_calls(calls, mode="json")
+    except Exception:  # noqa: BLE001 - the dict path reports it
+        return None
     enc = _json_string
-    head = f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":{seq},"at":"{at}","message":{{"role":"{role}"'
-    if call_id is not None and name is not None and content is not None:  # a tool result
-        data = f'{head},"content":{enc(content)},"toolCallId":{enc(call_id)},"name":{enc(name)}}}}}'
-        wire_message: dict[str, Any] = {"role": role, "content": content, "toolCallId": call_id, "name": name}
-    elif call_id is None and name is None:  # a text message (or an empty one)
-        if content is None:
-            data, wire_message = head + "}}", {"role": role}
-        else:
-            data, wire_message = f'{head},"content":{enc(content)}}}}}', {"role": role, "content": content}
-    else:
-        data, wire_message = head, {"role": role}
-        if content is not None:
-            data += ',"content":' + enc(content)
-            wire_message["content"] = content
-        if call_id is not None:
-            data += ',"toolCallId":' + enc(call_id)
-            wire_message["toolCallId"] = call_id
-        if name is not None:
-            data += ',"name":' + enc(name)
-            wire_message["name"] = name
-        data += "}}"
+    text, wire_message = f'{{"role":"{role}"', {"role": role}
+    if content is not None:
+        text += ',"content":' + enc(content)
+        wire_message["content"] = content
+    text += ',"toolCalls":' + calls_text
+    wire_message["toolCalls"] = calls_wire
+    if call_id is not None:
+        text += ',"toolCallId":' + enc(call_id)
+        wire_message["toolCallId"] = call_id
+    if name is not None:
+        text += ',"name":' + enc(name)
+        wire_message["name"] = name
+    data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}}}'
     if not data.isascii() and not _encodable(data):
         return None
-    wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
-    return _new_prepared(PreparedEntry, (seq, RECORD_FORMAT_VERSION, "item", at, data, wire))
+    return data, {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
 
 
-def loop_item(entry: Any, seq: int) -> PreparedEntry | None:
-    """``prepare_append(record_id, [entry], seq)[0]`` for the loop's own entry form, exactly
-    ``{"type": "item", "message": <sound LLMMessage>}``, stamped now: the same bytes and dict
-    (a property test holds them equal), for a storage's one-entry append without the batch
-    machinery. None decides nothing: prepare the entry with prepare_append (which also raises
-    the errors)."""
+def _str_message(role: str, content: str | None, call_id: str | None, name: str | None) -> tuple[str, dict[str, Any]]:
+    """The message text and wire dict of _item_parts' str-only message, for any mix of None fields."""
+    enc = _json_string
+    text, wire_message = f'{{"role":"{role}"', {"role": role}
+    if content is not None:
+        text += ',"content":' + enc(content)
+        wire_message["content"] = content
+    if call_id is not None:
+        text += ',"toolCallId":' + enc(call_id)
+        wire_message["toolCallId"] = call_id
+    if name is not None:
+        text += ',"name":' + enc(name)
+        wire_message["name"] = name
+    return text + "}", wire_message
+
+
+def loop_item(entry: Any, seq: int) -> tuple[str, dict[str, Any]] | None:
+    """``(p.data, p.wire)`` of ``p = prepare_append(record_id, [entry], seq)[0]`` for the loop's own
+    entry form, exactly ``{"type": "item", "message": <sound LLMMessage>}``, stamped now: the same
+    bytes and dict (a property test holds them equal), for a storage's one-entry append without
+    the batch machinery. None decides nothing: prepare the entry with prepare_append (which also
+    raises the errors)."""
     if type(entry) is dict and len(entry) == 2:
         message = entry.get("message")
         if type(message) is LLMMessage and entry.get("type") == "item":
-            return _sound_item(message, seq, utc_now())
+            return _item_parts(message, seq, utc_now())
     return None
 
 

@@ -44,9 +44,10 @@ def test_a_str_only_message_is_written_as_its_serializer_writes_it(role, content
         assert _careful({"type": "item", "message": message}, seq)[0] is RecordFormatError
         return
     assert item is not None
-    assert item.data == f'{{"v":2,"type":"item","seq":{seq},"at":"{item.at}","message":{text}}}'
-    assert item.wire == {"v": 2, "type": "item", "seq": seq, "at": item.at,
-                         "message": _dump_message(message, mode="json", by_alias=True, exclude_none=True)}
+    data, wire = item
+    assert data == f'{{"v":2,"type":"item","seq":{seq},"at":"{wire["at"]}","message":{text}}}'
+    assert wire == {"v": 2, "type": "item", "seq": seq, "at": wire["at"],
+                    "message": _dump_message(message, mode="json", by_alias=True, exclude_none=True)}
 
 
 def _same_as_careful(message, seq):
@@ -55,11 +56,11 @@ def _same_as_careful(message, seq):
         item = loop_item({"type": "item", "message": message}, seq)
         if item is None:
             return  # nothing decided: prepare_append takes it (tests/storage/test_typed_items.py)
-        assert (item.seq, item.v, item.type) == (seq, 2, "item")
-        assert _careful({"type": "item", "at": item.at, "message": message}, seq) == \
-            (item.data, item.wire, item.type, item.at)
-        assert _careful({"type": "item", "at": item.at, "message": message.to_wire()}, seq) == \
-            (item.data, item.wire, item.type, item.at)
+        data, wire = item
+        at = wire["at"]
+        assert (wire["seq"], wire["v"], wire["type"]) == (seq, 2, "item")
+        assert _careful({"type": "item", "at": at, "message": message}, seq) == (data, wire, "item", at)
+        assert _careful({"type": "item", "at": at, "message": message.to_wire()}, seq) == (data, wire, "item", at)
 
 
 @settings(max_examples=200, deadline=None)
@@ -84,7 +85,7 @@ def test_loop_item_takes_only_the_loop_form():
                   {"type": "item", "message": message.to_wire()}, {"type": "item", "message": Sub(role="user")},
                   {"message": message, "kind": "item"}, [("type", "item"), ("message", message)], None):
         assert loop_item(entry, 1) is None, entry
-    assert loop_item({"type": "item", "message": message}, 7).wire["seq"] == 7
+    assert loop_item({"type": "item", "message": message}, 7)[1]["seq"] == 7
 
 
 # --- both storages: the one-entry fast path against batches of wire dicts --------------------------

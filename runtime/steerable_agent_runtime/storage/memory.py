@@ -100,8 +100,8 @@ class InMemoryStorage:
             # and dict as prepare_append; None when it is any other entry)
             item = loop_item(entries[0], len(log) + 1)
             if item is not None:
-                log.append(item[4])
-                return [item[5]]
+                log.append(item[0])
+                return [item[1]]
         prepared = prepare_append(record_id, entries, 1 if log is None else len(log) + 1)
         if log is None:
             log = self._history[record_id] = []
