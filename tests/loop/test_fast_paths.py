@@ -215,3 +215,32 @@ def test_a_traced_turn_gives_the_same_events_as_an_untraced_one():
     spans = run(store.list_spans(traced_loop.trace_id))
     assert sorted(s.name for s in spans) == ["llm.request", "llm.request", "read_note"]
     assert all(s.end_at is not None for s in spans)
+
+
+def test_a_cancel_during_a_retry_delay_ends_the_wait_at_once():
+    import time
+
+    from steerable_agent_runtime.llm import LLMError
+    from steerable_agent_runtime.loop import RetryAction
+
+    class SlowRetry(LoopHooks):
+        async def on_request_error(self, error, transcript, ctx):
+            return RetryAction.retry(delay_ms=30_000)
+
+    failing = ScriptedResponse(error=LLMError("overloaded", kind="rate_limited", provider="scripted"))
+    provider = ScriptedProvider([failing, "never sent"])
+    loop = CoreLoop(provider, hooks=SlowRetry())
+
+    async def scenario():
+        seen = []
+        async for event in loop.run(USER, chat_id="c1"):
+            seen.append(event)
+            if event.kind == "llm_response":
+                asyncio.get_running_loop().call_later(0.05, loop.cancel)
+        return seen
+
+    started = time.monotonic()
+    events = asyncio.run(scenario())
+    assert time.monotonic() - started < 10  # not the 30 s delay
+    assert completion(events)["status"] == "cancelled" and len(provider.requests) == 1
+    assert [e.data.get("errorKind") for e in events if e.kind == "llm_response"] == ["rate_limited"]

@@ -58,6 +58,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
             provider, tools, sink = loop.provider, loop.tools, loop.text_sink
             options = config.request_options()
             traced = run.trace_id is not None
+            span_cm = span = None  # an attempt's llm.request span (when traced)
             max_rounds, budget, max_tool_errors = config.max_rounds, config.budget_tokens, config.max_tool_errors
             try:
                 while True:
@@ -80,7 +81,6 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                     if recording and len(transcript) > writer.flushed:
                         await writer.flush(transcript)
                     reply_calls: list[ToolCall] = []  # the calls of this round's reply
-                    t.rounds_run = rnd + 1
                     attempt = 1
                     while True:  # the attempts of this round's request
                         ctx.attempt = attempt
@@ -89,10 +89,10 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                         calls: list[ToolCall] = []
                         usage = finish = error = None
                         cancelled = False
-                        # the llm.request span, entered by hand so an untraced attempt enters nothing
-                        span_cm = run.llm_request(span_start(provider, rnd), attempt=attempt) if traced else None
-                        span = await span_cm.__aenter__() if span_cm is not None else None
-                        raised = False
+                        if traced:  # the llm.request span, entered by hand: an untraced attempt enters none
+                            span_cm = run.llm_request(span_start(provider, rnd), attempt=attempt)
+                            span = await span_cm.__aenter__()
+                            raised = False
                         try:
                             try:
                                 described = tools.describe() or None
@@ -110,7 +110,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                             except Exception as exc:  # noqa: BLE001 - on_request_error decides
                                 error, stream = exc, None
                             try:
-                                while stream is not None:
+                                while stream is not None:  # (left by break only)
                                     try:
                                         chunk = await next_chunk()
                                     except StopAsyncIteration:
@@ -154,7 +154,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                                 if stream is not None and not (type(stream) is AsyncGeneratorType
                                                                and stream.ag_frame is None):
                                     await close_stream(stream)
-                            if span is not None and span.span_id is not None:
+                            if span_cm is not None and span.span_id is not None:
                                 span.set_attrs(span_attrs(error, usage, finish, cancelled))
                         except BaseException as exc:  # what `async with span_cm` does on the way out
                             raised = True
@@ -212,11 +212,13 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                         if loop._cancel or batch.consecutive_errors >= max_tool_errors:
                             for event in await t.tool_guards():
                                 yield event
+                            if t.stopped:
+                                return
                     else:
                         for event in await t.settle():
                             yield event
-                    if t.stopped:
-                        return
+                        if t.stopped:
+                            return
                     t.round = rnd + 1
             except GeneratorExit:
                 run.set_outcome("cancelled")

@@ -137,12 +137,14 @@ class ToolBatch:
         if (self.cancelled or self._post_tool_result is not None or ctx.consent_granted or type(run) is not NullRun
                 or (mode_of is not None and mode_of(call.name) in CONSENT_MODES)):
             return self._one_event(call, ctx, run, results)
+        dispatch = self._dispatch
         key = dedup_key(call) if self._dedup else None
         if key is not None and key in self.seen:
             return self._one_event(call, ctx, run, results)
         started = _perf_counter()
-        try:
-            pending = self._start(call, ctx)
+        try:  # _start, inline (consent_granted is False here)
+            pending = dispatch(call, consent_granted=False, context=ctx) if dispatch is not None else \
+                self.tools.execute(call, ctx)
             if type(pending) is not CoroutineType:
                 return self._rest(call, ctx, pending, None, started, key, results)
             first = pending.send(None)

@@ -33,7 +33,7 @@ ZERO_USAGE = LLMUsage()  # the usage of a reply that reported none (only read: t
 class Turn:
     """The state of one turn (one ``run`` or ``resume``) and its occasional steps."""
 
-    __slots__ = ("loop", "hooks", "transcript", "writer", "ctx", "batch", "run", "round", "rounds_run", "usage",
+    __slots__ = ("loop", "hooks", "transcript", "writer", "ctx", "batch", "run", "round", "usage",
                  "round_usage", "reply", "finish_reason", "stopped", "failure", "pre_step",
                  "before_completion")
 
@@ -47,7 +47,6 @@ class Turn:
         self.batch = batch
         self.run = run
         self.round = 0
-        self.rounds_run = 0
         self.usage = LLMUsage()  # the turn's: each reply's reported usage added in
         self.round_usage = ZERO_USAGE
         self.reply: LLMMessage | None = None
@@ -65,17 +64,17 @@ class Turn:
         guards, pre_step and a requested compaction (the caller then flushes)."""
         events: list[LoopEvent] = []
         if self.loop._cancel:
-            events += await self.end("cancelled", "cancelled before the request")
+            events += await self.end("cancelled", "cancelled before the request", requested=False)
             return events
         exhausted = self._exhausted()
         if exhausted is not None:
             events.append(LoopEvent("budget_exhausted", exhausted))
-            events += await self.end("budget_exhausted", exhausted["reason"])
+            events += await self.end("budget_exhausted", exhausted["reason"], requested=False)
             return events
         self.ctx.round_index = self.round
         rejected = await self._pre_step(events)
         if rejected is not None:
-            events += await self.end("failed", rejected)
+            events += await self.end("failed", rejected, requested=False)
         return events
 
     def _exhausted(self) -> dict[str, Any] | None:
@@ -220,15 +219,17 @@ class Turn:
         """The ``stage_complete`` event of this round."""
         return LoopEvent("stage_complete", {"round": self.round, "usage": self.round_usage.to_wire()})
 
-    async def end(self, status: CompletionStatus, reason: str) -> list[LoopEvent]:
-        """End the turn: the last flush, the trace outcome, the ``completion`` event."""
+    async def end(self, status: CompletionStatus, reason: str, *, requested: bool = True) -> list[LoopEvent]:
+        """End the turn: the last flush, the trace outcome, the ``completion`` event (its ``rounds``:
+        the rounds that sent a request, this one included unless ``requested`` is False)."""
         if self.writer.storage is not None:
             await self.writer.flush(self.transcript)
         self.stopped = True
         usage = self.loop.usage = self.usage
         self.run.set_outcome(OUTCOME[status])
         return [LoopEvent("completion", {"status": status, "reason": reason, "usage": usage.to_wire(),
-                                         "rounds": self.rounds_run, "traceId": self.run.trace_id})]
+                                         "rounds": self.round + 1 if requested else self.round,
+                                         "traceId": self.run.trace_id})]
 
 
 async def open_transcript(storage: Any, writer: RecordWriter, messages: list[LLMMessage],
