@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/loop_instructions.py [--variants bare,none,memory] [--out results.json]
 
+Variants: bare, none (CoreLoop without a storage), memory (with InMemoryStorage), bare_memory
+(the bare loop plus the same appends), floor (the bare loop plus only the loop's events:
+bench/loop_floor.py).
+
 The same turns as bench/loop_bench.py (its functions, its defaults: 8 rounds a turn). Each variant
 runs in its own ``valgrind --tool=callgrind --instr-atstart=no`` child, which switches the count on
 (``callgrind_control -i on``) only around the measured turns; two children per variant, 5 and 15
@@ -31,15 +35,18 @@ def child(variant: str, turns: int) -> None:
     """Run ``turns`` turns of ``variant`` with callgrind counting only them."""
     sys.path.insert(0, str(ROOT / "bench"))
     import loop_bench as lb
+    import loop_floor
     from steerable_agent_runtime import InMemoryStorage
 
     router = lb.make_router()
     run = {"memory": lambda: lb.loop_turns(InMemoryStorage, router, turns, ROUNDS),
            "none": lambda: lb.loop_turns(None, router, turns, ROUNDS),
            "bare": lambda: lb.bare_turns(None, router, turns, ROUNDS),
-           "bare_memory": lambda: lb.bare_turns(InMemoryStorage, router, turns, ROUNDS)}[variant]
+           "bare_memory": lambda: lb.bare_turns(InMemoryStorage, router, turns, ROUNDS),
+           "floor": lambda: loop_floor.floor_turns(router, turns, ROUNDS)}[variant]
     asyncio.run(lb.loop_turns(InMemoryStorage, router, 2, ROUNDS))  # warm: every code path imported and run once
     asyncio.run(lb.bare_turns(InMemoryStorage, router, 2, ROUNDS))
+    asyncio.run(loop_floor.floor_turns(router, 2, ROUNDS))
     subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], stdout=subprocess.DEVNULL, check=True)
     asyncio.run(run())
     subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], stdout=subprocess.DEVNULL, check=True)
