@@ -433,10 +433,10 @@ def test_a_failing_export_worker_stops_the_others_and_salvage_falls_back(store, 
     db, rows = store
     real = salvage_parallel.write_live
 
-    def failing(conn, table, schema, fh, tally, progress, where="", **kwargs):
-        if table == "history" and "BETWEEN" in where and int(where.split()[-3]) > 20:
+    def failing(conn, table, schema, fh, tally, progress, rowids=None, **kwargs):
+        if table == "history" and rowids and rowids[0] > 20:
             raise sqlite3.DatabaseError("database disk image is malformed")  # as a damaged page would
-        real(conn, table, schema, fh, tally, progress, where, **kwargs)
+        real(conn, table, schema, fh, tally, progress, rowids, **kwargs)
 
     monkeypatch.setattr(salvage_parallel, "write_live", failing)  # forked workers inherit it
     monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows, _chunking=None: 2)
@@ -457,14 +457,13 @@ def test_a_failing_worker_behind_a_slow_one_is_still_a_read_error(store, tmp_pat
     db, rows = store
     real = salvage_parallel.write_live
 
-    def slow_then_failing(conn, table, schema, fh, tally, progress, where="", **kwargs):
-        if table == "history" and "BETWEEN" in where:
-            low = int(where.split()[-3])
-            if low == 1:
+    def slow_then_failing(conn, table, schema, fh, tally, progress, rowids=None, **kwargs):
+        if table == "history" and rowids:
+            if rowids[0] == 1:
                 time.sleep(0.5)
-            elif low > 20:
+            elif rowids[0] > 20:
                 raise sqlite3.DatabaseError("database disk image is malformed")
-        real(conn, table, schema, fh, tally, progress, where, **kwargs)
+        real(conn, table, schema, fh, tally, progress, rowids, **kwargs)
 
     monkeypatch.setattr(salvage_parallel, "write_live", slow_then_failing)
     monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows, _chunking=None: 4)
@@ -482,10 +481,10 @@ def test_an_export_worker_that_dies_is_a_one_line_error_and_nothing_is_published
     db, _ = store
     real = salvage_parallel.write_live
 
-    def dying(conn, table, schema, fh, tally, progress, where="", **kwargs):
-        if table == "history" and "BETWEEN" in where and int(where.split()[-3]) > 20:
+    def dying(conn, table, schema, fh, tally, progress, rowids=None, **kwargs):
+        if table == "history" and rowids and rowids[0] > 20:
             os._exit(1)  # as the OOM killer would
-        real(conn, table, schema, fh, tally, progress, where, **kwargs)
+        real(conn, table, schema, fh, tally, progress, rowids, **kwargs)
 
     monkeypatch.setattr(salvage_parallel, "write_live", dying)
     monkeypatch.setattr(salvage_parallel, "worker_count", lambda _rows, _chunking=None: 2)
@@ -614,6 +613,12 @@ def test_live_rendering_is_byte_identical_to_the_careful_rendering(store, tmp_pa
         ("chat-0", 902, "not json at all"),
         ("chat-0", 903, b'{"v":2,"type":"item","seq":903,"at":"x","message":{"role":"user","content":"\xff"}}'),
         (b"chat-\xff", 904, '{"v":2,"type":"item","seq":904,"at":"%s","message":{"role":"user","content":"k"}}' % at),
+        ("chat-0", 906, '{"v":2,"type":"item","seq":906,"at":"%s","message":{"role":"assistant","content":"",'
+                        '"toolCalls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}}' % at),
+        ("chat-0", 907, '{"v":2,"type":"item","seq":907,"at":"%s","message":{"role":"tool","content":"{}",'
+                        '"toolCallId":"c1","name":"f"}}' % at),
+        ("chat-0", 908, '{"v":2,"type":"item","seq":908,"at":"%s","message":{"role":"tool","content":"x",'
+                        '"toolCallId":7}}' % at),  # not valid: caught by the model, not the fast test
     ]
     conn = sqlite3.connect(db)
     for record_id, seq, data in odd:
@@ -621,9 +626,19 @@ def test_live_rendering_is_byte_identical_to_the_careful_rendering(store, tmp_pa
         conn.execute("INSERT INTO history VALUES (CAST(? AS TEXT),?,2,'item',?,CAST(? AS TEXT),?)",
                      (record_id, seq, at, raw, row_crc("history", (record_id, seq), raw)))
     conn.execute("INSERT INTO history VALUES ('chat-1', 905, 2, 'item', ?, ?, 0)", (at, b'{"v":2}'))  # a BLOB
+    # An indexed text column that is not UTF-8 (the fast loop's C decoding stops there and the
+    # rest of the table is read again with the lenient factory), between ordinary rows.
+    text = '{"v":2,"type":"item","seq":909,"at":"%s","message":{"role":"user","content":"t"}}' % at
+    conn.execute("INSERT INTO history VALUES ('chat-0', 909, 2, CAST(? AS TEXT), ?, ?, ?)",
+                 (b"it\xffem", at, text, row_crc("history", ("chat-0", 909), text)))
+    for seq in (910, 911):
+        text = '{"v":2,"type":"item","seq":%d,"at":"%s","message":{"role":"user","content":"after"}}' % (seq, at)
+        conn.execute("INSERT INTO history VALUES ('chat-0', ?, 2, 'item', ?, ?, ?)",
+                     (seq, at, text, row_crc("history", ("chat-0", seq), text)))
     conn.commit()
     conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
     register(conn)
+    last = conn.execute("SELECT max(rowid) FROM history").fetchone()[0]
     for table in ("history", "messages", "sessions"):
         fast, careful = tmp_path / f"fast-{table}", tmp_path / f"careful-{table}"
         fast_tally: dict = {}
@@ -633,7 +648,14 @@ def test_live_rendering_is_byte_identical_to_the_careful_rendering(store, tmp_pa
         with open(careful, "wb") as fh:
             write_copies(map(Copy._make, conn.execute(live_copies_sql(table, "main"))), fh, careful_tally, lambda _n: None)
         assert fast.read_bytes() == careful.read_bytes() and fast_tally == careful_tally
+        assert conn.text_factory is not str  # the connection's own factory is back
+    with open(tmp_path / "part", "wb") as fh:  # a rowid range that starts after the damaged text
+        write_live(conn, "history", "main", fh, {}, lambda _n: None, (last - 1, last))
     history_rows = conn.execute("SELECT count(*) FROM history").fetchone()[0]
     conn.close()
     lines = (tmp_path / "fast-history").read_bytes().split(b"\n")[:-1]
     assert len(lines) == history_rows and b'"key":["chat-\xef\xbf\xbd",904]' in b"".join(lines)
+    assert (tmp_path / "part").read_bytes() == b"".join(line + b"\n" for line in lines[-2:])
+    by_seq = {json.loads(line)["key"][1]: json.loads(line) for line in lines}
+    assert [by_seq[seq]["valid"] for seq in (906, 907, 908, 909, 910)] == [True, True, False, False, True]
+    assert by_seq[909]["columns"]["type"] == "it\ufffdem" and by_seq[909]["verified"]

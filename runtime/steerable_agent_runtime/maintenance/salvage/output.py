@@ -25,7 +25,7 @@ from ...errors import NotAStoreError, OutputExistsError
 from ...privatefile import atomic_output
 from ...storage.checksum import IDENTITY, row_checker, row_crc
 from ...storage.schema import SCHEMA_VERSION, TABLES, create_schema
-from .rows import expected_columns, indexed_values, parsed_valid, row_valid
+from .rows import LIVE_VALID as _VALID, expected_columns, indexed_values, row_valid
 from .spool import Copy, Spool, live_copies_sql, live_rows_sql
 from ...storage.access import is_store_file, transaction
 from ...storage.specialfiles import refuse_special_output
@@ -92,48 +92,85 @@ _LIVE_ENDS = {(verified, valid): f'","source":"btree","page":null,"frame":null,"
 
 
 def write_live(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, tally: Tally,
-               progress: Callable[[int], None], where: str = "", *, version: int = SCHEMA_VERSION) -> None:
-    """Write every row of ``schema.table`` (a sound store attached to ``conn``) as a live
-    b-tree copy, exactly as write_copies would (same fields, same order, equal values), and
-    count it into ``tally``.
+               progress: Callable[[int], None], rowids: tuple[int, int] | None = None, *,
+               version: int = SCHEMA_VERSION) -> None:
+    """Write every row of ``schema.table`` (a sound store attached to ``conn``; ``rowids``:
+    only those from ``lo`` to ``hi``) as a live b-tree copy, in rowid order, exactly as
+    write_copies would (same fields, same order, equal values), and count it into ``tally``.
 
-    The hot path of salvage on a healthy store: SQLite renders key and columns
+    The hot path of salvage on a healthy store: SQLite renders the line up to the data
     (live_rows_sql); ``data`` is parsed once, for validity and to know it is JSON text (valid
     UTF-8, no control character inside a string), then escaped as a JSON string with the
     bytes write_copies' json.dumps would give. A row where that fails (damaged bytes, or
-    whitespace between JSON tokens) is written by write_copies from live_copies_sql.
-    ``version``: the store's schema version (its checksum rule, checked in Python through
-    storage.checksum.row_checker: no SQL function call and second copy of ``data`` per row).
-    The careful path's SELECT needs storage.checksum.register on ``conn``."""
+    whitespace between JSON tokens) is written by write_copies from live_copies_sql, read
+    with the connection's own text factory (the export's is lenient: damaged UTF-8 as
+    U+FFFD). The indexed text columns are decoded by SQLite's module itself (``str``); when
+    one is not UTF-8 the read stops there and the rest is read again with the connection's
+    factory. ``version``: the store's schema version (its checksum rule, checked in Python
+    through storage.checksum.row_checker: no SQL function call and second copy of ``data``
+    per row). The careful path's SELECT needs storage.checksum.register on ``conn``."""
     fresh = (table, "btree") not in tally
     counts = tally.setdefault((table, "btree"), [0] * 6)
-    head = f'{{"table":"{table}","key":'.encode()
-    write, count, verify, cut = fh.write, 0, row_checker(table, version), len(IDENTITY[table])
-    for key, columns, data, crc, rowid, *rest in conn.execute(live_rows_sql(table, schema, where)):
+    at = _Place(rowids[0] - 1 if rowids else None, rowids[1] if rowids else None)
+    factory = conn.text_factory
+    try:
+        try:
+            _live_rows(conn, table, schema, fh, tally, counts, progress, at, version, careful=factory)
+        except sqlite3.OperationalError:  # a text column that is not UTF-8 (or a read error: raised again)
+            conn.text_factory = factory
+            _live_rows(conn, table, schema, fh, tally, counts, progress, at, version, careful=None)
+    finally:
+        conn.text_factory = factory
+    if fresh and not counts[0]:  # as write_copies: a table without rows has no tally entry
+        del tally[table, "btree"]
+
+
+class _Place:
+    """Where write_live is in its rowid range: the last rowid written, the range's end, rows so far."""
+
+    def __init__(self, after: int | None, last: int | None) -> None:
+        self.after, self.last, self.count = after, last, 0
+
+
+def _live_rows(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, tally: Tally, counts: list[int],
+               progress: Callable[[int], None], at: _Place, version: int, *, careful: Any) -> None:
+    """write_live's loop from ``at``; ``careful``: the text factory to read a row write_copies
+    writes with (None: keep the connection's; else the loop reads with ``str``)."""
+    head_end = len(IDENTITY[table]) + 4
+    write, verify, valid_row = fh.write, row_checker(table, version), _VALID[table]
+    if careful is not None:
+        conn.text_factory = str
+    for row in conn.execute(live_rows_sql(table, schema, at.after, at.last)):
+        data = row[1]
         try:
             raw = from_json(data)
         except (ValueError, TypeError):  # not JSON, not UTF-8, or NULL: the careful path
             raw = _UNRENDERED
-        if (raw is _UNRENDERED or len(data.translate(None, b"\t\n\r")) != len(data)
-                or not (key.isascii() or _is_utf8(key)) or not (columns.isascii() or _is_utf8(columns))):
-            rows = conn.execute(live_copies_sql(table, schema, f"WHERE rowid = {int(rowid)}", version=version))
+        head = row[0]
+        # (find, not ``in``: ``bytes in bytes`` first tries the operand as an integer, and
+        # raising and clearing that TypeError costs more than the scan)
+        if (raw is _UNRENDERED or data.find(b"\n") >= 0 or data.find(b"\t") >= 0 or data.find(b"\r") >= 0
+                or not (head.isascii() or _is_utf8(head))):
+            if careful is not None:
+                conn.text_factory = careful
+            rows = conn.execute(live_copies_sql(table, schema, f"WHERE rowid = {int(row[3])}", version=version))
             write_copies(map(Copy._make, rows), fh, tally, _no_progress)
+            if careful is not None:
+                conn.text_factory = str
         else:
-            verified = verify(*rest[:cut], data, crc)
-            valid = parsed_valid(table, raw, data, rest[cut:])
+            verified = verify(*row[4:head_end], data, row[2])
+            valid = valid_row(raw, data, row[head_end:])
             # JSON text with no raw tab or line break holds no control character at all, so
             # escaping backslash and quote gives what json.dumps(text, ensure_ascii=False) gives.
-            write(b"".join((head, key, b',"columns":', columns, b',"data":"',
-                            data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'), _LIVE_ENDS[verified, valid])))
+            write(b"".join((head, data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'), _LIVE_ENDS[verified, valid])))
             counts[0] += 1
             counts[3] += 1
             counts[4] += verified
             counts[5] += not valid
-        count += 1
-        if count % 10000 == 0:
-            progress(count)
-    if fresh and not count:  # as write_copies: a table without rows has no tally entry
-        del tally[table, "btree"]
+        at.after = row[3]
+        at.count += 1
+        if at.count % 10000 == 0:
+            progress(at.count)
 
 
 _UNRENDERED = object()

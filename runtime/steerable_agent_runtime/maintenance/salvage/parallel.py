@@ -154,8 +154,7 @@ def _export_range(index: int, task: tuple[str, int, int]) -> Tally:
     tally: Tally = {}
     out = io.BytesIO()
     try:
-        write_live(_worker["conn"], table, "main", out, tally, lambda _n: None, f"WHERE rowid BETWEEN {lo} AND {hi}",
-                   version=_worker["version"])
+        write_live(_worker["conn"], table, "main", out, tally, lambda _n: None, (lo, hi), version=_worker["version"])
     except BaseException:
         turn.fail()
         raise

@@ -13,6 +13,7 @@ indexed columns agree with it. Nothing here raises on bad input.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +21,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
 from ...errors import RecordFormatError
-from ...history import RECORD_FORMAT_VERSION, HistoryEntry, is_plain_item, read_entry_text
-from ...models import is_plain_message
+from ...history import RECORD_FORMAT_VERSION, HistoryEntry, read_entry_text
+from ...models import CHAT_ROLES, is_plain_message, is_stored_timestamp
 from ...storage.checksum import IDENTITY, KEYED_SINCE, bytes_checker
 from ...storage.schema import TABLES, TableSpec
 from ...sqlitefile.record import is_text
@@ -130,8 +131,58 @@ def parsed_valid(table: str, raw: Any, data: bytes, indexed: list[Any], *, key: 
     return data_valid(table, data, key=key)
 
 
-_PLAIN = {"history": is_plain_item, "messages": is_plain_message}
-"""Per table, a conservative test for its commonest row shape (the bulk of a store)."""
+_MESSAGE_TEXT = frozenset({"toolCallId", "name"})
+_MESSAGE_KEYS = frozenset({"role", "content", "toolCalls"}) | _MESSAGE_TEXT
+
+
+def is_simple_item(entry: Any) -> bool:
+    """A fast, conservative test for the other common history entry: an ``item`` whose
+    message holds a tool call list or answers one (is_plain_item's test of the envelope:
+    exactly v, type, seq, at and message, current v, integer seq, a timestamp in stored
+    form), with a known role, text ``content``, and besides those only ``toolCalls`` (a
+    list of JSON objects), ``toolCallId`` and ``name`` (text), each spelled in camelCase.
+
+    Guarantee: every entry it accepts validates (data_valid of its JSON is True; a property
+    test checks this). False decides nothing: validate such an entry in full.
+    """
+    if type(entry) is not dict or len(entry) != 5:
+        return False
+    v, msg = entry.get("v"), entry.get("message")
+    if not (type(v) is int and v == RECORD_FORMAT_VERSION and entry.get("type") == "item"
+            and type(entry.get("seq")) is int and type(msg) is dict and msg.keys() <= _MESSAGE_KEYS
+            and msg.get("role") in CHAT_ROLES and type(msg.get("content")) is str):
+        return False
+    calls = msg.get("toolCalls", _NO_CALLS)
+    if type(calls) is not list or not all(type(call) is dict for call in calls):
+        return False
+    return all(type(msg.get(name, "")) is str for name in _MESSAGE_TEXT) and is_stored_timestamp(entry.get("at"))
+
+
+_NO_CALLS: list[Any] = []
+
+
+_PLAIN = {"history": is_simple_item, "messages": is_plain_message}
+"""Per table, a conservative test for its common row shapes (the bulk of a store;
+is_simple_item accepts every entry history.is_plain_item accepts)."""
+
+
+def _live_validator(table: str) -> Callable[[Any, bytes, Sequence[Any]], bool]:
+    fields, absent, plain = _FIELDS[table], _ABSENT[table], _PLAIN.get(table)
+
+    def valid(raw: Any, data: bytes, indexed: Sequence[Any]) -> bool:
+        if type(raw) is not dict or tuple(map(raw.get, fields, absent)) != tuple(indexed):
+            return False
+        if plain is not None and plain(raw):
+            return True
+        return data_valid(table, data)
+
+    return valid
+
+
+LIVE_VALID = {name: _live_validator(name) for name in TABLES}
+"""Per table, parsed_valid for the export's hot loop: ``valid(raw, data, indexed)`` (the
+indexed column values as a sequence in INDEXED order) returns parsed_valid(table, raw,
+data, list(indexed))."""
 
 
 def indexed_values(table: str, columns: dict[str, Any]) -> list[Any]:

@@ -291,16 +291,23 @@ def live_copies_sql(table: str, schema: str, where: str = "", *, version: int = 
             f" NULL, 1, crc IS {crc_sql(table, version)}, 0 FROM {schema}.{table} {where}")
 
 
-def live_rows_sql(table: str, schema: str, where: str = "") -> str:
-    """SELECT of a sound store's rows of ``table`` for the export: (key, columns, data, crc,
-    rowid, the IDENTITY columns as the checksum reads them (storage.checksum.identity_sql:
-    text as its raw bytes), the indexed columns in rows.INDEXED order); key and columns are
-    JSON rendered by SQLite (as live_copies_sql renders them), as bytes: SQLite copies invalid
-    UTF-8 into them as it is, so the export checks them. The caller checks ``crc`` with the
+def live_rows_sql(table: str, schema: str, after: int | None = None, last: int | None = None) -> str:
+    """SELECT of a sound store's rows of ``table`` for the export, in rowid order (rowids
+    above ``after`` and up to ``last`` where given): (head, data, crc, rowid, the IDENTITY
+    columns as the checksum reads them (storage.checksum.identity_sql: text as its raw
+    bytes), the indexed columns in rows.INDEXED order). ``head`` is the line up to the data
+    text, ``{"table":...,"key":[...],"columns":{...},"data":"``, with key and columns JSON
+    rendered by SQLite (as live_copies_sql renders them), as bytes: SQLite copies invalid
+    UTF-8 into them as it is, so the export checks it. The caller checks ``crc`` with the
     rule of the store's schema version (storage.checksum.row_checker)."""
     spec = TABLES[table]
     others = [c for c in spec.all_columns if c != "data"]
     columns = "json_object(" + ", ".join(f"'{c}', {c}" for c in others) + ")"
+    head = f"""CAST('{{"table":"{table}","key":' || json_array({', '.join(spec.key)}) || ',"columns":' || {columns}""" \
+           """ || ',"data":"' AS BLOB)"""
     indexed = "".join(f", {column}" for column, _field, _absent in INDEXED[table])
-    return (f"SELECT CAST(json_array({', '.join(spec.key)}) AS BLOB), CAST({columns} AS BLOB), CAST(data AS BLOB),"
-            f" crc, rowid, {identity_sql(table)}{indexed} FROM {schema}.{table} {where}")
+    bounds = [f"rowid > {int(after)}"] if after is not None else []
+    bounds += [f"rowid <= {int(last)}"] if last is not None else []
+    where = f" WHERE {' AND '.join(bounds)}" if bounds else ""
+    return (f"SELECT {head}, CAST(data AS BLOB), crc, rowid, {identity_sql(table)}{indexed}"
+            f" FROM {schema}.{table}{where} ORDER BY rowid")
