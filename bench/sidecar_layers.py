@@ -41,7 +41,7 @@ async def _layers(base_url: str, chunks: int, reps: int, small_url: str | None) 
     from steerable_agent_runtime.llm import OpenAICompatProvider
     from steerable_agent_runtime.llm.http import make_client
     from steerable_agent_runtime.llm.openai_compat import json_loader
-    from steerable_agent_runtime.llm.openai_compat_template import learn
+    from steerable_agent_runtime.llm.openai_compat_template import learn, plain_content
     from steerable_agent_runtime.llm.sse import SSEDecoder
     from steerable_agent_runtime.loop import CoreLoop
     from steerable_agent_runtime.models import LLMMessage
@@ -67,10 +67,10 @@ async def _layers(base_url: str, chunks: int, reps: int, small_url: str | None) 
         async with client.stream("POST", url, content=b"{}") as response:
             async for data in response.aiter_bytes():
                 out = decoder.feed_data(data)
-                if not learned:  # as the provider does: the frame from the first text chunk
+                if not learned:  # as the provider does: the frame from the first chunk with text
                     for item in out:
-                        if type(item) is str and item.startswith("{"):
-                            template = learn(item, loads(item), loads)
+                        if type(item) is str and item.startswith("{") and plain_content(obj := loads(item)):
+                            template = learn(item, obj, loads)
                             if template is not None:
                                 decoder.text_runs(template.head, template.tail)
                                 learned = True
