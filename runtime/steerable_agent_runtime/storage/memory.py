@@ -95,11 +95,13 @@ class InMemoryStorage:
     # history --------------------------------------------------------------------------
     async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         log = self._history.get(record_id)
-        if log is not None and type(entries) is list and len(entries) == 1:
+        if type(entries) is list and len(entries) == 1:
             # the loop's flush: one item holding an LLMMessage (history.loop_item: the same bytes
             # and dict as prepare_append; None when it is any other entry)
-            item = loop_item(entries[0], len(log) + 1)
+            item = loop_item(entries[0], 1 if log is None else len(log) + 1)
             if item is not None:
+                if log is None:
+                    log = self._history[record_id] = []
                 log.append(item[0])
                 return [item[1]]
         prepared = prepare_append(record_id, entries, 1 if log is None else len(log) + 1)
