@@ -244,12 +244,22 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
     for entry in entries:
         # The loop's form first: exactly {"type": "item", "message": <LLMMessage>} (no seq or v
         # to check, no at to take); the generic path below decides it the same way.
-        if type(entry) is dict and len(entry) == 2:
+        if type(entry) is dict:
             message = entry.get("message")
-            if type(message) is LLMMessage and entry.get("type") == "item":
+            if len(entry) == 2 and type(message) is LLMMessage and entry.get("type") == "item":
                 typed = _sound_item(message, seq, now)
                 if typed is not None:
                     prepared.append(typed)
+                    seq += 1
+                    continue
+            # A plain item given as a dict with exactly type, message and perhaps at (no seq or v
+            # to check): decided here as the generic path below decides it (a property test holds
+            # the two equal), without its checks for keys the entry does not have.
+            elif (type(message) is dict and len(message) == 2 and len(entry) == 2 + ("at" in entry)
+                  and entry.get("type") == "item"):
+                at, role, content = entry.get("at") or now, message.get("role"), message.get("content")
+                if role in CHAT_ROLES and type(content) is str and (at is now or is_stored_timestamp(at)):
+                    prepared.append(_plain_entry(record_id, seq, at, role, content))
                     seq += 1
                     continue
         if type(entry) is not dict and not isinstance(entry, Mapping):
