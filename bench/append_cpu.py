@@ -38,7 +38,10 @@ def main() -> None:
     import make_store
     import steerable_agent_runtime
     from steerable_agent_runtime import SqliteStorage
-    from steerable_agent_runtime.history import prepare_append
+    try:
+        from steerable_agent_runtime.history_append import prepare_append
+    except ImportError:  # a checkout from before the append path had its own module
+        from steerable_agent_runtime.history import prepare_append
     from steerable_agent_runtime.storage.checksum import row_crc
     from steerable_agent_runtime.storage.schema import create_schema
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import make_store  # noqa: E402
 
 from steerable_agent_runtime import SqliteStorage  # noqa: E402
-from steerable_agent_runtime.history import prepare_append  # noqa: E402
+from steerable_agent_runtime.history_append import prepare_append  # noqa: E402
 from steerable_agent_runtime.storage.checksum import history_rows  # noqa: E402
 from steerable_agent_runtime.storage.schema import create_schema  # noqa: E402
 

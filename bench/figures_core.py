@@ -19,7 +19,7 @@ from harness import (Row, Settings, fmt_rate, fmt_seconds, interleave, log, medi
                      remove_store, timed, verdict)
 
 from steerable_agent_runtime import SqliteStorage, resume_transcript
-from steerable_agent_runtime.history import prepare_append
+from steerable_agent_runtime.history_append import prepare_append
 from steerable_agent_runtime.storage.checksum import row_crc
 from steerable_agent_runtime.storage.schema import create_schema
 

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from steerable_agent_runtime.history import prepare_append  # noqa: E402
+from steerable_agent_runtime.history_append import prepare_append  # noqa: E402
 from steerable_agent_runtime.storage.checksum import row_crc  # noqa: E402
 from steerable_agent_runtime.storage.sqlalchemy import SqlAlchemyStorage  # noqa: E402
 

@@ -19,7 +19,8 @@ from steerable_agent_runtime import (
     resume_transcript,
     upgrade_entry_dict,
 )
-from steerable_agent_runtime.history import HistoryEntry, is_plain_item, prepare_append
+from steerable_agent_runtime.history import HistoryEntry, is_plain_item
+from steerable_agent_runtime.history_append import prepare_append
 from tests.helpers import boundary, item, run, seed
 
 V1_ITEM = {"type": "item", "seq": 4, "at": "2026-01-01T00:00:00.000000Z", "message": {"role": "user", "content": "hi"}}

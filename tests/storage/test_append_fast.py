@@ -1,4 +1,4 @@
-"""The append fast paths are held to the careful path: ``history.loop_item`` (the one-entry form the
+"""The append fast paths are held to the careful path: ``history_append.loop_item`` (the one-entry form the
 loop's RecordWriter appends, taken by InMemoryStorage without prepare_append's batch machinery), the
 hand-written text of a message whose fields are all a str or None, and the rows SqliteStorage
 inserts (``checksum.history_rows``). Same stored bytes, same checksums, same returned dicts, same
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steerable_agent_runtime import InMemoryStorage, LLMMessage, RecordFormatError, SqliteStorage
-from steerable_agent_runtime.history import _dump_message, _dump_message_json, loop_item, prepare_append
+from steerable_agent_runtime.history_append import _dump_message, _dump_message_json, loop_item, prepare_append
 from steerable_agent_runtime.storage.checksum import row_crc
 from tests.helpers import run
 from tests.storage.test_typed_items import _changed, _messages

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pydantic_core import PydanticSerializationError
 
 from steerable_agent_runtime import InMemoryStorage, LLMMessage, RecordFormatError, SqliteStorage, parse_entry
-from steerable_agent_runtime.history import is_sound_message, prepare_append
+from steerable_agent_runtime.history_append import is_sound_message, prepare_append
 from tests.helpers import run
 
 AT = "2026-01-01T00:00:00.000000Z"

@@ -66,7 +66,7 @@ class RecordWriter:
         Returns how many were appended. Storage errors propagate; ``flushed`` only moves once
         the append returned, so a failed flush is retried whole by the next one. The items hold
         the LLMMessage instances: a storage dumps a sound one without validating it again and
-        stores the same bytes as for its ``to_wire()`` (history.prepare_append).
+        stores the same bytes as for its ``to_wire()`` (history_append.prepare_append).
         """
         flushed, count = self.flushed, len(transcript)
         if self.storage is None or count <= flushed:

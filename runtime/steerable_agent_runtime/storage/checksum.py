@@ -88,7 +88,7 @@ def row_crc(table: str, key_values: Sequence[Any], data: str | bytes) -> int:
 
 def history_rows(record_id: Any, entries: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """The history rows ``(record_id, seq, v, type, at, data, crc)`` of prepared entries of one
-    record, each given as ``(seq, v, type, at, data, ...)`` (a history.PreparedEntry): ``crc`` is
+    record, each given as ``(seq, v, type, at, data, ...)`` (a history_append.PreparedEntry): ``crc`` is
     ``row_crc("history", (record_id, seq), data)`` (a property test holds them equal), with the
     record id's part hashed once and the row built in the same pass (the append path's rows)."""
     start = _crc32(identity_bytes((record_id,)))

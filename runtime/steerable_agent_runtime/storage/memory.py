@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from ..history import CHECKPOINT_TYPES, loop_item, prepare_append, read_entry_text
+from ..history import CHECKPOINT_TYPES, read_entry_text
+from ..history_append import loop_item, prepare_append
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
 
 M = TypeVar("M", bound=WireModel)
@@ -96,7 +97,7 @@ class InMemoryStorage:
     async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         log = self._history.get(record_id)
         if type(entries) is list and len(entries) == 1:
-            # the loop's flush: one item holding an LLMMessage (history.loop_item: the same bytes
+            # the loop's flush: one item holding an LLMMessage (history_append.loop_item: the same bytes
             # and dict as prepare_append; None when it is any other entry)
             item = loop_item(entries[0], 1 if log is None else len(log) + 1)
             if item is not None:

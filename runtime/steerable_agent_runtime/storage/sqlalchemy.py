@@ -62,7 +62,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ExtraNotInstalledError(f"SqlAlchemyStorage needs SQLAlchemy: {exc}") from None
 
-from ..history import prepare_append, read_entry_text
+from ..history import read_entry_text
+from ..history_append import prepare_append
 from ..models import (
     AgentSession,
     ChatMessage,

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from ..errors import DataIntegrityError, DatabaseDamagedError, StoreClosedError
-from ..history import prepare_append, read_entry_text
+from ..history import read_entry_text
+from ..history_append import prepare_append
 from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
 from .access import claim, connect, create_store, transaction
 from .checksum import IDENTITY, current_checker, history_rows, identity_sql, row_crc
