@@ -131,8 +131,7 @@ def parsed_valid(table: str, raw: Any, data: bytes, indexed: list[Any], *, key: 
     return data_valid(table, data, key=key)
 
 
-_MESSAGE_TEXT = frozenset({"toolCallId", "name"})
-_MESSAGE_KEYS = frozenset({"role", "content", "toolCalls"}) | _MESSAGE_TEXT
+_MESSAGE_KEYS = frozenset({"role", "content", "toolCalls", "toolCallId", "name"})
 
 
 def is_simple_item(entry: Any) -> bool:
@@ -153,9 +152,10 @@ def is_simple_item(entry: Any) -> bool:
             and msg.get("role") in CHAT_ROLES and type(msg.get("content")) is str):
         return False
     calls = msg.get("toolCalls", _NO_CALLS)
-    if type(calls) is not list or not all(type(call) is dict for call in calls):
+    if calls is not _NO_CALLS and (type(calls) is not list or not all(type(call) is dict for call in calls)):
         return False
-    return all(type(msg.get(name, "")) is str for name in _MESSAGE_TEXT) and is_stored_timestamp(entry.get("at"))
+    return (type(msg.get("toolCallId", "")) is str and type(msg.get("name", "")) is str
+            and is_stored_timestamp(entry.get("at")))
 
 
 _NO_CALLS: list[Any] = []
