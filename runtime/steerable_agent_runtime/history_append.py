@@ -269,32 +269,26 @@ def _calling_parts(seq: int, at: str, role: str, content: str | None, calls: lis
         calls_wire = _dump_calls(calls, mode="json")
     except Exception:  # noqa: BLE001 - the dict path reports it
         return None
-    enc = _json_string
-    text, wire_message = f'{{"role":"{role}"', {"role": role}
-    if content is not None:
-        text += ',"content":' + enc(content)
-        wire_message["content"] = content
-    text += ',"toolCalls":' + calls_text
-    wire_message["toolCalls"] = calls_wire
-    if call_id is not None:
-        text += ',"toolCallId":' + enc(call_id)
-        wire_message["toolCallId"] = call_id
-    if name is not None:
-        text += ',"name":' + enc(name)
-        wire_message["name"] = name
-    data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}}}'
+    text, wire_message = _str_message(role, content, call_id, name, calls_text, calls_wire)
+    data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}'
     if not data.isascii() and not _encodable(data):
         return None
     return data, {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
 
 
-def _str_message(role: str, content: str | None, call_id: str | None, name: str | None) -> tuple[str, dict[str, Any]]:
-    """The message text and wire dict of _item_parts' str-only message, for any mix of None fields."""
+def _str_message(role: str, content: str | None, call_id: str | None, name: str | None,
+                 calls_text: str | None = None, calls_wire: Any = None) -> tuple[str, dict[str, Any]]:
+    """The message text and wire dict of _item_parts' str-only message, for any mix of None fields,
+    in the model's order (role, content, toolCalls, toolCallId, name); ``calls_text`` /
+    ``calls_wire``: the tool calls already serialized (_calling_parts), or None for none."""
     enc = _json_string
     text, wire_message = f'{{"role":"{role}"', {"role": role}
     if content is not None:
         text += ',"content":' + enc(content)
         wire_message["content"] = content
+    if calls_text is not None:
+        text += ',"toolCalls":' + calls_text
+        wire_message["toolCalls"] = calls_wire
     if call_id is not None:
         text += ',"toolCallId":' + enc(call_id)
         wire_message["toolCallId"] = call_id

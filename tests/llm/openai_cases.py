@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -12,7 +13,7 @@ from typing import Any
 from steerable_agent_runtime.llm import LLMError
 from steerable_agent_runtime.models import LLMMessage, ToolCall
 
-from tests.replay_server import Reply
+from tests.replay_server import Reply, ReplayServer
 
 STREAMS = Path(__file__).resolve().parent / "streams"
 KEY = "sk-test-Zq81secretkey0000"
@@ -93,3 +94,25 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def provider_read(reply: Reply, options: dict[str, Any], log: list[str]) -> list[Any]:
+    """The chunks OpenAICompatProvider yields for ``reply`` (served by a ReplayServer) with the
+    stream ``options``; the text of each yielded chunk is appended to ``log`` as it arrives
+    (a ``text_sink`` in ``options`` that appends to ``log`` gives every text in arrival order)."""
+    from steerable_agent_runtime.llm import OpenAICompatProvider
+
+    async def go() -> list[Any]:
+        with ReplayServer([reply]) as server:
+            provider = OpenAICompatProvider("m", server.url + "/v1")
+            out = []
+            try:
+                async for chunk in provider.stream([LLMMessage(role="user", content="go")], **options):
+                    out.append(chunk)
+                    if chunk.content_delta:
+                        log.append(chunk.content_delta)
+                return out
+            finally:
+                await provider.aclose()
+
+    return asyncio.run(go())

@@ -10,9 +10,9 @@ import json
 from steerable_agent_runtime.history import resume_transcript
 from steerable_agent_runtime.llm import OpenAICompatProvider
 from steerable_agent_runtime.loop import CoreLoop
-from steerable_agent_runtime.models import LLMMessage
 from steerable_agent_runtime.storage.memory import InMemoryStorage
 
+from tests.llm.openai_cases import provider_read as read_stream
 from tests.replay_server import Reply, ReplayServer
 
 TEXTS = [f"w{i} " for i in range(150)] + ["line\nbreak", 'a "q"', "é世", "", "\x01", "tail"]
@@ -53,22 +53,7 @@ def two_reads(chunks: list[bytes]) -> Reply:
 
 def provider_read(reply: Reply, sink, log: list[str]) -> list:
     """The chunks yielded; each text yielded is logged in arrival order with the sink's."""
-    options = {} if sink is None else {"text_sink": sink}
-
-    async def go():
-        with ReplayServer([reply]) as server:
-            provider = OpenAICompatProvider("m", server.url + "/v1")
-            out = []
-            try:
-                async for c in provider.stream([LLMMessage(role="user", content="go")], **options):
-                    out.append(c)
-                    if c.content_delta:
-                        log.append(c.content_delta)
-                return out
-            finally:
-                await provider.aclose()
-
-    return asyncio.run(go())
+    return read_stream(reply, {} if sink is None else {"text_sink": sink}, log)
 
 
 def test_a_many_sink_gets_the_same_texts_in_runs():

@@ -9,12 +9,11 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from steerable_agent_runtime.llm.openai_compat import OpenAICompatProvider, _ChatStream, json_loader
+from steerable_agent_runtime.llm.openai_compat import _ChatStream, json_loader
 from steerable_agent_runtime.llm.openai_compat_template import PROBE, ChunkTemplate, learn, plain_content
-from steerable_agent_runtime.models import LLMMessage
 
-from tests.helpers import run
-from tests.replay_server import Reply, ReplayServer
+from tests.llm.openai_cases import provider_read
+from tests.replay_server import Reply
 
 loads = json_loader()
 
@@ -179,19 +178,6 @@ def test_a_stream_reads_the_same_chunks_as_a_plain_json_loads_reading(name, with
     texts: list[str] = []  # every text in arrival order, from the sink or from a yielded chunk
     options = {"text_sink": texts.append} if with_sink else {}
 
-    async def read():
-        with ReplayServer([Reply(chunks=[b"".join(body)])]) as server:
-            provider = OpenAICompatProvider("m", server.url + "/v1")
-            out = []
-            try:
-                async for chunk in provider.stream([LLMMessage(role="user", content="go")], **options):
-                    out.append(chunk)
-                    if chunk.content_delta:
-                        texts.append(chunk.content_delta)
-                return out
-            finally:
-                await provider.aclose()
-
     fast: list[str] = []  # the texts read through a template (empty ones included)
     hits = [0]
     read_run = ChunkTemplate.read
@@ -203,7 +189,7 @@ def test_a_stream_reads_the_same_chunks_as_a_plain_json_loads_reading(name, with
         return end
 
     monkeypatch.setattr(ChunkTemplate, "read", counted)  # the real method, counted
-    chunks = run(read())
+    chunks = provider_read(Reply(chunks=[b"".join(body)]), options, texts)
     assert hits[0] >= FAST[name], (hits, len(fast))
     assert texts == expected
     yielded = [c.content_delta for c in chunks if c.content_delta]
