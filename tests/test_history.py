@@ -166,7 +166,7 @@ def test_plain_items_are_stored_exactly_as_the_model_would_dump_them(role, conte
     prepared = prepare_append("r", [entry], seq)[0]
     model = parse_entry({**entry, "v": RECORD_FORMAT_VERSION, "seq": seq})
     assert prepared.data == model.model_dump_json(by_alias=True, exclude_none=True)
-    assert prepared.as_dict() == model.to_wire() == json.loads(prepared.data)
+    assert prepared.wire == model.to_wire() == json.loads(prepared.data)
 
 
 def _prepared_or_error(record_id, entry, seq):

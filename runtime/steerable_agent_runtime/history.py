@@ -135,8 +135,10 @@ def _unknown_type(entry: dict[str, Any], record_id: str | None, version: Any) ->
     )
 
 
-def _validate_current(entry: dict[str, Any], record_id: str | None, version: Any) -> HistoryModel:
-    """Validate an entry already in the current version; ``version`` is what it was on disk."""
+def validate_current(entry: dict[str, Any], record_id: str | None, version: Any) -> HistoryModel:
+    """Validate an entry already in the current version (``version``: what it was on disk, for
+    the message); the entry's model. Raises RecordFormatError for an unknown type or a shape that
+    does not parse (history_append.prepare_append validates what it cannot write itself with it)."""
     model = _MODEL_BY_TYPE.get(entry.get("type"))  # type: ignore[arg-type]
     if model is None:
         raise _unknown_type(entry, record_id, version)
@@ -161,7 +163,7 @@ def parse_entry(entry: Any, *, record_id: str | None = None) -> HistoryModel:
     Raises RecordFormatError (fail closed) for anything this build cannot read.
     """
     upgraded = upgrade_entry_dict(entry, record_id=record_id)
-    return _validate_current(upgraded, record_id, entry_version(entry))
+    return validate_current(upgraded, record_id, entry_version(entry))
 
 
 def read_entry_text(text: str | bytes, *, record_id: str | None = None, seq: int | None = None) -> dict[str, Any]:
@@ -178,7 +180,7 @@ def read_entry_text(text: str | bytes, *, record_id: str | None = None, seq: int
             hint="run `steerable-maint check DB` to locate the damage, `steerable-maint salvage` to export the rest",
         ) from None
     upgraded = upgrade_entry_dict(raw, record_id=record_id)
-    _validate_current(upgraded, record_id, entry_version(raw))
+    validate_current(upgraded, record_id, entry_version(raw))
     return upgraded
 
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from pydantic_core import PydanticSerializationError, SchemaSerializer, core_schema
 
 from .errors import HistorySeqConflictError, RecordFormatError
-from .history import (RECORD_FORMAT_VERSION, _validate_current, is_plain_item)
+from .history import RECORD_FORMAT_VERSION, is_plain_item, validate_current
 from .models import CHAT_ROLES, LLMMessage, is_stored_timestamp, utc_now
 
 
@@ -31,10 +31,7 @@ class PreparedEntry(NamedTuple):
     at: str
     data: str
     wire: dict[str, Any]
-
-    def as_dict(self) -> dict[str, Any]:
-        """The entry as stored, as a camelCase dict (what list_history would return)."""
-        return self.wire
+    """The entry as stored, as a camelCase dict (what list_history would return)."""
 
 
 def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_seq: int) -> list[PreparedEntry]:
@@ -125,7 +122,7 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
             prepared.append(_plain_entry(record_id, seq, stamped["at"], msg["role"], msg["content"]))
             seq += 1
             continue
-        model = _validate_current(stamped, record_id, RECORD_FORMAT_VERSION)
+        model = validate_current(stamped, record_id, RECORD_FORMAT_VERSION)
         try:
             data = model.model_dump_json(by_alias=True, exclude_none=True)
         except PydanticSerializationError:  # a str holding a lone surrogate

@@ -66,7 +66,7 @@ def _outcome(entry, seq):
         prepared = prepare_append("r", [entry], seq)[0]
     except (RecordFormatError, PydanticSerializationError) as exc:
         return type(exc), str(exc)
-    return prepared.data, prepared.as_dict(), prepared.type, prepared.at
+    return prepared.data, prepared.wire, prepared.type, prepared.at
 
 
 def _reference(message, seq):

@@ -453,7 +453,7 @@ class SqlAlchemyStorage:
                 return None
             raise
         self._note_head(record_id, prepared[-1].seq)
-        return [p.as_dict() for p in prepared]
+        return [p.wire for p in prepared]
 
     async def _append_locked(self, record_id: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Take the record's lock (PostgreSQL; SQLite: the write lock), read its head, insert."""
@@ -471,7 +471,7 @@ class SqlAlchemyStorage:
                      "crc": row_crc("history", (record_id, p.seq), p.data)} for p in prepared])
         if self.backend == "postgresql":
             self._note_head(record_id, prepared[-1].seq if prepared else (head or 0))
-        return [p.as_dict() for p in prepared]
+        return [p.wire for p in prepared]
 
     async def list_history(
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,

@@ -249,7 +249,7 @@ class SqliteStorage:
                 "INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 history_rows(record_id, prepared),
             )
-        return [p[5] for p in prepared]  # PreparedEntry.wire: as_dict() without a call per entry
+        return [p.wire for p in prepared]
 
     async def list_history(
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
