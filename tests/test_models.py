@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from datetime import timezone
+import re
+from datetime import datetime, timezone
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -104,6 +105,55 @@ def test_timestamps_shaped_like_the_stored_form_are_still_normalised(given, stor
 def test_is_stored_timestamp_means_normalising_changes_nothing(value):
     if is_stored_timestamp(value):
         assert normalize_timestamp(value) == value
+
+
+def _stored_by_fromisoformat(value):
+    """The definition is_stored_timestamp must equal: the exact form, and datetime.fromisoformat accepts it."""
+    if not isinstance(value, str) or re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z", value) is None:
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+_STAMP_DIGITS = st.sampled_from("0123456789")
+
+
+@st.composite
+def _near_stamps(draw):
+    """Texts of the stored form with any digits (months 13-99, day 31 of April, hour 24, second
+    60, year 0000, 29 February of any year), some with one character replaced or one cut or added."""
+    digits = [draw(_STAMP_DIGITS) for _ in range(20)]
+    for place, first in ((4, "01"), (6, "0123"), (8, "012"), (10, "0123456"), (12, "0123456")):
+        if draw(st.booleans()):
+            digits[place] = draw(st.sampled_from(first))
+    d = "".join(digits)
+    text = f"{d[0:4]}-{d[4:6]}-{d[6:8]}T{d[8:10]}:{d[10:12]}:{d[12:14]}.{d[14:20]}Z"
+    change = draw(st.integers(0, 3))
+    if change == 1:
+        at = draw(st.integers(0, 26))
+        text = text[:at] + draw(st.characters()) + text[at + 1:]
+    elif change == 2:
+        text = text[:-1] if draw(st.booleans()) else text + draw(st.characters())
+    return text
+
+
+@given(st.one_of(_near_stamps(), st.text(min_size=27, max_size=27), timestamps, st.integers(), st.none()))
+@settings(max_examples=2000)
+def test_is_stored_timestamp_equals_fromisoformat_on_the_stored_form(value):
+    assert is_stored_timestamp(value) == _stored_by_fromisoformat(value)
+
+
+@pytest.mark.parametrize("value,stored", [
+    ("2024-02-29T23:59:59.999999Z", True), ("2023-02-29T00:00:00.000000Z", False), ("2026-04-31T00:00:00.000000Z", False),
+    ("2026-01-01T24:00:00.000000Z", False), ("2026-01-01T23:59:60.000000Z", False), ("0000-01-01T00:00:00.000000Z", False),
+    ("0001-01-01T00:00:00.000000Z", True), ("2026-13-01T00:00:00.000000Z", False), ("2026-01-01T00:00:00.000000z", False),
+    ("2026-01-01 00:00:00.000000Z", False), ("2026-01-01T00:00:00.000000Z\n", False), ("２０２６-01-01T00:00:00.000000Z", False),
+])
+def test_is_stored_timestamp_cases(value, stored):
+    assert is_stored_timestamp(value) is stored
 
 
 @pytest.mark.parametrize("bad,field", [

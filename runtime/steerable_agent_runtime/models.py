@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from functools import lru_cache
 from typing import Annotated, Any, Literal, get_args
 
@@ -67,22 +67,30 @@ def utc_now() -> str:
     return text + _MILLIS[micros // 1000] + _MICROS[micros % 1000]
 
 
-_STORED_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+_STORED_TIME = re.compile(r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}Z")
+"""The stored form after its date: a real time of day (what fromisoformat accepts: no hour 24,
+no leap second), microseconds, ``Z``."""
+_STORED_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def is_stored_timestamp(value: Any) -> bool:
     """Whether ``value`` is already a normalised timestamp (``normalize_timestamp(value) ==
-    value``): exactly ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` and a real date and time."""
-    return type(value) is str and _stored_text(value)
+    value``): exactly ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` and a real date and time.
+
+    Equal to ``datetime.fromisoformat`` accepting a text of that exact form (a property test
+    holds the two equal): the time of day is checked by a pattern, the date by
+    ``date.fromisoformat``, once per distinct date (the stamps of a store share few dates,
+    while each stamp is unique)."""
+    return (type(value) is str and len(value) == 27 and _STORED_TIME.fullmatch(value, 10) is not None
+            and _stored_date(value[:10]))
 
 
 @lru_cache(maxsize=4096)
-def _stored_text(value: str) -> bool:
-    # Cached: the entries of one append share their stamp, so a scan meets each text many times.
-    if _STORED_FORM.fullmatch(value) is None:
+def _stored_date(text: str) -> bool:
+    if _STORED_DATE.fullmatch(text) is None:
         return False
     try:
-        datetime.fromisoformat(value)
+        date.fromisoformat(text)
     except ValueError:
         return False
     return True
