@@ -39,7 +39,8 @@ def ours(server: ReplayServer, **kwargs):
 
 
 def sdk(server: ReplayServer, input_=None, **kwargs):
-    """What the SDK's Responses stream assembles: text, reasoning summary, calls, usage, final status."""
+    """What the SDK's Responses stream assembles: text, reasoning (summary and raw text), calls,
+    usage, final status."""
     client = sdk_client(server.url + "/v1")
     reasoning = []
     with client.responses.stream(model=MODEL, input=input_ or [{"role": "user", "content": "hi"}],
@@ -47,7 +48,7 @@ def sdk(server: ReplayServer, input_=None, **kwargs):
         last = None
         for event in stream:
             last = event
-            if event.type == "response.reasoning_summary_text.delta":
+            if event.type in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
                 reasoning.append(event.delta)
         # The SDK finalises only on response.completed; an incomplete response is the event's own.
         final = last.response if last.type == "response.incomplete" else stream.get_final_response()
@@ -60,7 +61,10 @@ def usage_of(u) -> LLMUsage:
 
 
 @pytest.mark.parametrize("case,finish", [("text", "stop"), ("tool_calls", "tool_calls"), ("reasoning", "stop"),
-                                         ("usage_cached", "stop"), ("incomplete", "length")])
+                                         ("usage_cached", "stop"), ("incomplete", "length"),
+                                         ("reasoning_tool_call", "tool_calls"),
+                                         ("reasoning_preamble_calls", "tool_calls"),
+                                         ("reasoning_text_tool_call", "tool_calls")])
 def test_fixture_parses_like_the_sdk(case, finish):
     with ReplayServer([reply(DIR, case)]) as server:
         got = ours(server, tools=TOOLS)

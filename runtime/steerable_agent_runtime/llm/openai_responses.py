@@ -14,8 +14,13 @@ OpenAI's side; every request carries the whole transcript as input items: messag
   ``response.incomplete`` -> ``length`` (``content_filter`` when that was the reason).
 - ``response.failed`` and ``error`` events raise the classified LLMError; a stream that ends
   before one of the terminal events is ``LLMError(kind="transport")``.
+- With ``keep_reasoning`` on, every request asks for ``include: ["reasoning.encrypted_content"]``
+  and an assistant turn this provider returned is sent back with its encrypted reasoning items
+  in place before its calls (see :mod:`.openai_reasoning`); off, the body is exactly what it is
+  without the option. The default (None) turns it on for OpenAI reasoning model names only.
 
-Raises ProviderConfigError (no model, a base URL that is not http(s)),
+Raises ProviderConfigError (no model, a base URL that is not http(s), a keep_reasoning that is
+not a bool or None),
 ToolDefinitionError (a tool not in OpenAI function form), and LLMError for every request failure.
 """
 
@@ -27,8 +32,10 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .classify import classify_error_body, malformed_data_error, stream_cut_error
+from .errors import ProviderConfigError
 from .http import stream_sse
 from .openai_compat import BearerEndpoint, parse_arguments, wire_tool_choice
+from .openai_reasoning import BEFORE_TEXT, INCLUDE, ReasoningKeep, is_reasoning_model
 from .parts import ImagePart, parse_parts, text_of
 from .tooldefs import function_tools
 from .types import FinishReason, LLMStreamChunk, LLMUsage
@@ -47,16 +54,25 @@ class OpenAIResponsesProvider(BearerEndpoint):
     path = "/responses"
 
     def __init__(self, model: str, api_key: str | None, base_url: str = "https://api.openai.com/v1", *,
-                 client: Any = None, timeout: Any = None, extra_headers: dict[str, str] | None = None) -> None:
+                 client: Any = None, timeout: Any = None, extra_headers: dict[str, str] | None = None,
+                 keep_reasoning: bool | None = None) -> None:
         self._setup(model, base_url, api_key, client, timeout, extra_headers)
+        if keep_reasoning is not None and not isinstance(keep_reasoning, bool):
+            raise ProviderConfigError(f"{self.name}: keep_reasoning must be True, False or None (got {keep_reasoning!r})",
+                                      provider=self.name, hint="leave it None to decide by the model name")
+        self.keep_reasoning = is_reasoning_model(self.model) if keep_reasoning is None else keep_reasoning
+        self._reasoning = ReasoningKeep()
 
     def build_body(self, messages: Sequence[LLMMessage], *, tools: Iterable[dict[str, Any]] | None = None,
                    temperature: float | None = None, **options: Any) -> dict[str, Any]:
         """The JSON body for ``messages`` (raises ToolDefinitionError/ProviderConfigError on bad input)."""
+        kept = self._reasoning if self.keep_reasoning else None
         items: list[dict[str, Any]] = []
         for message in messages:
-            items.extend(to_input_items(message, self.name))
+            items.extend(to_input_items(message, self.name, kept))
         body: dict[str, Any] = {"model": self.model, "input": items, "stream": True, "store": False}
+        if kept is not None:
+            body["include"] = [INCLUDE]
         defs = function_tools(tools, provider=self.name)
         if defs:
             body["tools"] = [{"type": "function", **d} for d in defs]
@@ -72,7 +88,7 @@ class OpenAIResponsesProvider(BearerEndpoint):
                      temperature: float | None = None, **options: Any) -> AsyncIterator[LLMStreamChunk]:
         """Stream one response (see the module docstring for the guarantees and what is raised)."""
         body = self.build_body(messages, tools=tools, temperature=temperature, **options)
-        state = _ResponsesStream(self.name, self.url, self._api_key)
+        state = _ResponsesStream(self.name, self.url, self._api_key, keep_output=self.keep_reasoning)
         events = stream_sse(self._clients.get(), self.url, headers=self.headers(), body=body,
                             provider=self.name, secrets=(self._api_key,))
         async with aclosing(events):
@@ -82,19 +98,24 @@ class OpenAIResponsesProvider(BearerEndpoint):
                     yield chunk
                 if state.terminal is not None:
                     break
-        for chunk in state.end():
+        chunks = state.end()
+        if self.keep_reasoning:  # before the last chunks: a caller may stop reading after them
+            self._reasoning.remember(state.output_items())
+        for chunk in chunks:
             yield chunk
 
 class _ResponsesStream:
     """Assembles one Responses stream: text and reasoning as they come, calls per output item."""
 
-    __slots__ = ("calls", "key", "provider", "terminal", "url")
+    __slots__ = ("calls", "done", "keep_output", "key", "provider", "terminal", "url")
 
-    def __init__(self, provider: str, url: str, key: str) -> None:
+    def __init__(self, provider: str, url: str, key: str | None, *, keep_output: bool = False) -> None:
         self.provider = provider
         self.url = url
         self.key = key
+        self.keep_output = keep_output
         self.calls: dict[str, list[Any]] = {}  # item id -> [call_id, name, [fragments], final args | None]
+        self.done: list[tuple[int, dict[str, Any]]] = []  # (output_index, item) of output_item.done
         self.terminal: dict[str, Any] | None = None
 
     def feed(self, data: str) -> LLMStreamChunk | None:
@@ -110,12 +131,20 @@ class _ResponsesStream:
         elif kind in _REASONING_DELTAS:
             return LLMStreamChunk(reasoning_delta=event.get("delta") or None)
         elif kind in ("response.output_item.added", "response.output_item.done"):
-            self._item(event.get("item") or {})
+            item = event.get("item") or {}
+            self._item(item)
+            if self.keep_output and kind == "response.output_item.done" and isinstance(item, dict):
+                index = event.get("output_index")
+                self.done.append((index if isinstance(index, int) else len(self.done), item))
         elif kind == "response.function_call_arguments.done":
             self._call(event.get("item_id"))[3] = event.get("arguments")
         elif kind in _TERMINAL:
             self._terminal(kind, event)
         return None
+
+    def output_items(self) -> list[dict[str, Any]]:
+        """The finished output items (with ``keep_output``), in output order."""
+        return [item for _, item in sorted(self.done, key=lambda pair: pair[0])]
 
     def _call(self, item_id: Any) -> list[Any]:
         acc = self.calls.get(item_id)
@@ -175,25 +204,15 @@ def parse_usage(usage: dict[str, Any] | None) -> LLMUsage | None:
                     total_tokens=int(usage.get("total_tokens") or prompt + completion), cached_prompt_tokens=int(cached))
 
 
-def to_input_items(message: LLMMessage, provider: str) -> list[dict[str, Any]]:
-    """One LLMMessage as Responses input items (an assistant turn with calls is several items)."""
+def to_input_items(message: LLMMessage, provider: str, kept: ReasoningKeep | None = None) -> list[dict[str, Any]]:
+    """One LLMMessage as Responses input items (an assistant turn with calls is several items,
+    with the reasoning ``kept`` for that turn, if any, each before the item it preceded)."""
     role = message.role
     if role == "tool":
         return [{"type": "function_call_output", "call_id": message.tool_call_id or "",
                  "output": text_of(message.content, provider=provider)}]
     if role == "assistant":
-        items: list[dict[str, Any]] = []
-        text = text_of(message.content, provider=provider)
-        if text:
-            items.append({"role": "assistant", "content": text})
-        if message.tool_calls:
-            # transcript reads ToolCall dicts and OpenAI's own form (and loads pydantic: not at import)
-            from .transcript import assistant_tool_calls
-
-            for call in assistant_tool_calls(message, provider=provider):
-                items.append({"type": "function_call", "call_id": call.id, "name": call.name,
-                              "arguments": json.dumps(call.arguments, ensure_ascii=False)})
-        return items
+        return _assistant_items(message, provider, kept)
     content = message.content
     if content is None or isinstance(content, str):
         return [{"role": role, "content": content or ""}]
@@ -204,3 +223,25 @@ def to_input_items(message: LLMMessage, provider: str) -> list[dict[str, Any]]:
         else:
             wire.append({"type": "input_text", "text": part.text})
     return [{"role": role, "content": wire}]
+
+
+def _assistant_items(message: LLMMessage, provider: str, kept: ReasoningKeep | None) -> list[dict[str, Any]]:
+    calls: list[ToolCall] = []
+    if message.tool_calls:
+        # transcript reads ToolCall dicts and OpenAI's own form (and loads pydantic: not at import)
+        from .transcript import assistant_tool_calls
+
+        calls = assistant_tool_calls(message, provider=provider)
+    slots = kept.slots(calls[0].id) if kept is not None and calls else {}
+    lead = slots.get(BEFORE_TEXT, [])
+    items: list[dict[str, Any]] = []
+    text = text_of(message.content, provider=provider)
+    if text:
+        items += [*lead, {"role": "assistant", "content": text}]
+        lead = []
+    for call in calls:
+        items += [*lead, *slots.get(call.id, ())]
+        lead = []
+        items.append({"type": "function_call", "call_id": call.id, "name": call.name,
+                      "arguments": json.dumps(call.arguments, ensure_ascii=False)})
+    return items

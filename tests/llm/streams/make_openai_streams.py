@@ -10,12 +10,15 @@ text, tool calls and usage as our adapters. Run from the repository root to rege
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CREATED = 1764547200
 MODEL = "gpt-4.1-mini-2025-04-14"
+R_MODEL = "gpt-5-mini-2025-08-07"  # a reasoning model: its streams carry encrypted reasoning
 
 
 def dumps(obj: object) -> str:
@@ -149,9 +152,21 @@ def r_call(ev: Events, index: int, call_id: str, name: str, args: str, size: int
     return item
 
 
-def r_reasoning(ev: Events, index: int, summary: str, size: int = 7) -> dict:
+def encrypted(seed: str, size: int = 240) -> str:
+    """A deterministic stand-in for an encrypted_content token (Fernet's ``gAAAAA`` prefix)."""
+    raw = b"".join(hashlib.sha256(f"{seed}/{i}".encode()).digest() for i in range(size // 32 + 1))[:size]
+    return "gAAAAABpLbQA" + base64.urlsafe_b64encode(raw).decode()
+
+
+def r_reasoning(ev: Events, index: int, summary: str, size: int = 7, *, sealed: str | None = None) -> dict:
+    """A reasoning item with its summary streamed; with ``sealed``, what the API streams when
+    asked for ``reasoning.encrypted_content``: a token in the added item and a different,
+    final one in the done item (it encrypts each copy afresh; the done one is to be sent back)."""
     item_id = f"rs_68a1f0{index:02d}fixture"
-    ev.add("response.output_item.added", output_index=index, item={"id": item_id, "type": "reasoning", "summary": []})
+    head = {"id": item_id, "type": "reasoning", "summary": []}
+    if sealed is not None:
+        head = {"id": item_id, "type": "reasoning", "encrypted_content": encrypted(f"{sealed}/added"), "summary": []}
+    ev.add("response.output_item.added", output_index=index, item=head)
     ev.add("response.reasoning_summary_part.added", item_id=item_id, output_index=index, summary_index=0,
            part={"type": "summary_text", "text": ""})
     for i in range(0, len(summary), size):
@@ -160,14 +175,43 @@ def r_reasoning(ev: Events, index: int, summary: str, size: int = 7) -> dict:
     ev.add("response.reasoning_summary_text.done", item_id=item_id, output_index=index, summary_index=0, text=summary)
     part = {"type": "summary_text", "text": summary}
     ev.add("response.reasoning_summary_part.done", item_id=item_id, output_index=index, summary_index=0, part=part)
-    item = {"id": item_id, "type": "reasoning", "summary": [part]}
+    item = {**head, "summary": [part]}
+    if sealed is not None:
+        item["encrypted_content"] = encrypted(f"{sealed}/done")
     ev.add("response.output_item.done", output_index=index, item=item)
     return item
 
 
-def r_start(ev: Events) -> None:
-    ev.add("response.created", response=response("in_progress", []))
-    ev.add("response.in_progress", response=response("in_progress", []))
+def r_reasoning_text(ev: Events, index: int, text: str, size: int = 8) -> dict:
+    """A reasoning item with raw reasoning text and no encrypted_content (what a local server
+    running an open-weight model streams, vLLM for one)."""
+    item_id = f"rs_68a1f0{index:02d}fixture"
+    ev.add("response.output_item.added", output_index=index,
+           item={"id": item_id, "type": "reasoning", "summary": [], "content": [], "status": "in_progress"})
+    ev.add("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
+           part={"type": "reasoning_text", "text": ""})
+    for i in range(0, len(text), size):
+        ev.add("response.reasoning_text.delta", item_id=item_id, output_index=index, content_index=0,
+               delta=text[i:i + size])
+    ev.add("response.reasoning_text.done", item_id=item_id, output_index=index, content_index=0, text=text)
+    part = {"type": "reasoning_text", "text": text}
+    ev.add("response.content_part.done", item_id=item_id, output_index=index, content_index=0, part=part)
+    item = {"id": item_id, "type": "reasoning", "summary": [], "content": [part], "status": "completed"}
+    ev.add("response.output_item.done", output_index=index, item=item)
+    return item
+
+
+def r_start(ev: Events, **extra: object) -> None:
+    ev.add("response.created", response=response("in_progress", [], **extra))
+    ev.add("response.in_progress", response=response("in_progress", [], **extra))
+
+
+R_REASONING = {"model": R_MODEL, "reasoning": {"effort": "medium", "summary": "auto"}}
+
+
+def sealed_copy(item: dict, seed: str) -> dict:
+    """The item as response.completed lists it: encrypted once more (another token)."""
+    return {**item, "encrypted_content": encrypted(f"{seed}/completed")} if "encrypted_content" in item else item
 
 
 def responses_text(cached: int = 0) -> str:
@@ -194,6 +238,47 @@ def responses_reasoning() -> str:
     rs = r_reasoning(ev, 0, "**Multiplying** 17 by 3 gives 51.")
     msg = r_message(ev, 1, "17 × 3 = 51.")
     ev.add("response.completed", response=response("completed", [rs, msg], r_usage(22, 30, reasoning=21)))
+    return ev.text()
+
+
+def responses_reasoning_tool_call() -> str:
+    """A reasoning model's tool call with include=["reasoning.encrypted_content"]: the reasoning
+    item (summary and encrypted_content), then the function_call."""
+    ev = Events()
+    r_start(ev, **R_REASONING)
+    rs = r_reasoning(ev, 0, "**Checking the weather** The user wants Lisbon's weather; I call get_weather.",
+                     sealed="rtc0")
+    fc = r_call(ev, 1, "call_Rs51LisbonWeather01", "get_weather", dumps({"city": "Lisbon", "unit": "celsius"}), 5)
+    ev.add("response.completed", response=response("completed", [sealed_copy(rs, "rtc0"), fc],
+                                                   r_usage(180, 210, reasoning=176), **R_REASONING))
+    return ev.text()
+
+
+def responses_reasoning_preamble_calls() -> str:
+    """Reasoning, a preamble message, a call, more reasoning, a second call: each reasoning
+    item precedes a different item."""
+    ev = Events()
+    r_start(ev, **R_REASONING)
+    rs0 = r_reasoning(ev, 0, "**Planning** Weather first, then the trip notes.", sealed="rpc0")
+    msg = r_message(ev, 1, "I'll check the weather, then your notes.")
+    one = r_call(ev, 2, "call_Rs52Weather0000001", "get_weather", dumps({"city": "Lisbon"}), 6)
+    rs3 = r_reasoning(ev, 3, "**Reading notes** The notes say which hotel.", sealed="rpc3")
+    two = r_call(ev, 4, "call_Rs52ReadNotes00002", "read_file", dumps({"path": "notes/trip.md"}), 6)
+    output = [sealed_copy(rs0, "rpc0"), msg, one, sealed_copy(rs3, "rpc3"), two]
+    ev.add("response.completed", response=response("completed", output, r_usage(260, 330, reasoning=240),
+                                                   **R_REASONING))
+    return ev.text()
+
+
+def responses_reasoning_text_tool_call() -> str:
+    """An open-weight model behind a local Responses server: raw reasoning text, no
+    encrypted_content, then a call."""
+    ev = Events()
+    local = {"model": "openai/gpt-oss-20b", "reasoning": {"effort": "medium", "summary": None}}
+    r_start(ev, **local)
+    rs = r_reasoning_text(ev, 0, "The user wants the weather in Lisbon. Call get_weather.")
+    fc = r_call(ev, 1, "call_Rs53LocalWeather001", "get_weather", dumps({"city": "Lisbon"}), 5)
+    ev.add("response.completed", response=response("completed", [rs, fc], r_usage(90, 40, reasoning=14), **local))
     return ev.text()
 
 
@@ -257,6 +342,9 @@ FILES = {
     "openai_responses/text.sse": responses_text(),
     "openai_responses/tool_calls.sse": responses_tool_calls(),
     "openai_responses/reasoning.sse": responses_reasoning(),
+    "openai_responses/reasoning_tool_call.sse": responses_reasoning_tool_call(),
+    "openai_responses/reasoning_preamble_calls.sse": responses_reasoning_preamble_calls(),
+    "openai_responses/reasoning_text_tool_call.sse": responses_reasoning_text_tool_call(),
     "openai_responses/usage_cached.sse": responses_text(cached=1152),
     "openai_responses/incomplete.sse": responses_incomplete(),
     "openai_responses/error_mid_stream.sse": responses_error_mid_stream(),
