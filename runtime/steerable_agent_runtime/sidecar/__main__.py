@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 READY_MARKER = "__SIDECAR_READY__"
@@ -26,7 +27,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="a SqliteStorage file (takes its write lease); default: in memory, lost at exit")
     parser.add_argument("--log-level", default="warning", type=str.lower, choices=LEVELS,
                         help="stderr log level (default: warning)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.storage_path is not None and not Path(args.storage_path).name:
+        parser.error(f"--storage-path {args.storage_path!r} names no file: pass the database file, e.g. sessions.db")
+    return args
 
 
 def take_stdout() -> int:
@@ -50,14 +54,21 @@ def open_storage(path: str | None) -> Any:
 
 
 async def serve(storage: Any, proto_fd: int, info: dict[str, Any]) -> None:
-    from ..transport.stdio import StdioJsonRpcTransport
+    from ..transport.stdio import SHUTDOWN_WRITE_WAIT_S, StdioJsonRpcTransport
     from .app import Sidecar
 
     transport = StdioJsonRpcTransport(0, proto_fd)
     sidecar = Sidecar(storage, transport, info=info)
     loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        # a plain handler, not loop.add_signal_handler: it runs even while a write waits for a
+        # host that does not read, and bounds that wait so the shutdown goes ahead
+        transport.limit_writes(SHUTDOWN_WRITE_WAIT_S)
+        loop.call_soon_threadsafe(sidecar.stop.set)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, sidecar.stop.set)
+        signal.signal(sig, on_signal)
     sys.stderr.write(f"{READY_MARKER} {json.dumps(sidecar.info, separators=(',', ':'))}\n")
     sys.stderr.flush()
     await sidecar.serve()
@@ -74,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         storage = open_storage(args.storage_path)
     except SteerableError as exc:
         sys.stderr.write(f"steerable-sidecar: error: {exc.message}\nsteerable-sidecar: hint: {exc.hint}\n")
+        return 3
+    except Exception as exc:  # noqa: BLE001 - never a traceback for a store that cannot be opened
+        logging.getLogger("steerable.sidecar").debug("opening the store failed", exc_info=exc)
+        sys.stderr.write(f"steerable-sidecar: error: {args.storage_path}: cannot open the store ({type(exc).__name__}: {exc})\n"
+                         "steerable-sidecar: hint: check the path; if it is right, report this with --log-level debug output\n")
         return 3
     info = {"protocol": "jsonrpc-2.0", "storage": "sqlite" if args.storage_path else "memory",
             "storagePath": os.path.abspath(args.storage_path) if args.storage_path else None}

@@ -4,7 +4,7 @@ Guarantees:
 - Every request gets exactly one response; notifications get none (an unknown one is logged).
 - Requests run concurrently (each in its own task), so a stream, a steer and a reverse
   request's answer are all served while a stream runs.
-- Shutdown (system.shutdown, SIGTERM, input EOF): running streams are cancelled and given
+- Shutdown (system.shutdown, SIGTERM, input EOF, a host that closed its end of stdout): running streams are cancelled and given
   ``grace_s`` to write their partial turn to the record, in-flight requests are finished,
   then the store is closed (the lease released). ``serve`` then returns.
 """
@@ -138,6 +138,7 @@ class Sidecar:
         self.streams: Any = None
         self.methods = MethodTable(storage, SystemMethods(self.info, self.stop), self._make_streams)
         self._tasks: set[asyncio.Task[None]] = set()
+        transport.on_host_gone = self.stop.set  # nobody can read an answer any more: shut down
 
     def _make_streams(self) -> Any:
         from .streams import StreamManager

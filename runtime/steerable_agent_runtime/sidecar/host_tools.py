@@ -37,6 +37,9 @@ def check_schemas(schemas: list[dict[str, Any]]) -> dict[str, str]:
         name = fn.get("name")
         if not isinstance(name, str) or not name:
             raise _bad(f"tools.{index}.function.name", "a tool needs a non-empty name")
+        for key, kind, label in (("parameters", dict, "a JSON schema object"), ("description", str, "a string")):
+            if key in fn and not isinstance(fn[key], kind):
+                raise _bad(f"tools.{index}.function.{key}", f"{key} must be {label}")
         if name in modes:
             raise _bad(f"tools.{index}.function.name", f"tool {name!r} is listed twice")
         mode = schema.get("mode", "external")

@@ -1,6 +1,8 @@
 """The params of every sidecar method, as pydantic models with the wire's camelCase names.
 
-Unknown fields are refused (a typo is an error naming the field, not a silent default).
+Unknown fields are refused (a typo is an error naming the field, not a silent default), and
+values must have the field's JSON type (strict: ``"yes"`` or ``1`` is not a boolean, ``"5"`` or
+``5.0`` not an integer; an integer is a number).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from ..models import LLMMessage
 
 
 class Params(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
 
 
 class NoParams(Params):
@@ -52,7 +54,7 @@ class SessionUpdate(Params):
 class ProviderSpec(Params):
     kind: Literal["openai_compat", "openai_responses", "anthropic", "gemini"]
     model: str = Field(min_length=1)
-    base_url: str | None = None
+    base_url: str | None = Field(default=None, pattern=r"^https?://[^/\s]+")  # what the providers accept
     api_key_env: str | None = Field(default=None, min_length=1)
     max_tokens: int | None = Field(default=None, gt=0)
 

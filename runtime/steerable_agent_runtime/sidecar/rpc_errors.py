@@ -25,7 +25,7 @@ from ..errors import (
     StoreClosedError,
     UsageError,
 )
-from ..llm.errors import LLMError
+from ..llm.errors import LLMError, ProviderConfigError
 from ..tools import ToolConsentError
 from ..transport.jsonrpc import (
     CONSENT_DENIED,
@@ -42,7 +42,7 @@ log = logging.getLogger("steerable.sidecar")
 _CODES: list[tuple[type[BaseException], int]] = [
     (StoreAlreadyOwnedError, UNAVAILABLE), (StoreClosedError, UNAVAILABLE), (NotAStoreError, UNAVAILABLE),
     (DatabaseDamagedError, UNAVAILABLE), (RecordFormatError, RECORD_FORMAT), (SchemaTooNewError, RECORD_FORMAT),
-    (UsageError, INVALID_PARAMS), (ExportError, UNAVAILABLE),
+    (UsageError, INVALID_PARAMS), (ProviderConfigError, INVALID_PARAMS), (ExportError, UNAVAILABLE),
 ]
 
 

@@ -30,10 +30,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import UsageError
 from ..models import AgentSession, utc_now
 from ..storage import StorageAdapter
 from ..transport.base import SSEEvent
-from ..transport.jsonrpc import INTERNAL_ERROR, NOT_FOUND, UNAVAILABLE, RpcError
+from ..transport.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, NOT_FOUND, UNAVAILABLE, RpcError
 from . import params as p
 from .host_tools import HostApprover, HostTools
 from .rpc_errors import to_rpc_error
@@ -194,7 +195,10 @@ class StreamManager:
         approver = HostApprover(tools, reverse=reverse, timeout_s=args.approval_timeout_s)
         loop = make_loop(args, tools=tools, approver=approver, storage=self.storage, recorder=self.recorder(),
                          client=self.http_client(), text_sink=write_text)
-        events = events_of(loop, args, session)  # an empty transcript is refused here, on the request
+        try:
+            events = events_of(loop, args, session)  # an empty transcript is refused here, on the request
+        except UsageError as exc:
+            raise RpcError(INVALID_PARAMS, exc.message, hint=exc.hint, data={"field": "messages"}) from None
         return RunningStream(stream_id, args.chat_id, loop, notify, session, events, write_text)
 
     # relaying --------------------------------------------------------------------------

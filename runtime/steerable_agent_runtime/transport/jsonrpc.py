@@ -2,9 +2,10 @@
 
 Guarantees:
 - ``parse_frame`` never raises: a frame is a Request, a Notification, a Response, or an
-  RpcError to send back (-32700 for bytes that are not UTF-8 or not JSON, -32600 for a JSON
-  value that is not a request; the error's ``id`` is the request's when it can be read, else
-  None).
+  RpcError to send back (-32700 for bytes that are not UTF-8 or not JSON, including
+  ``NaN`` / ``Infinity``, which RFC 8259 does not allow, and values nested deeper than the
+  parser recurses; -32600 for a JSON value that is not a request; the error's ``id`` is the
+  request's when it can be read, else None).
 - Every RpcError carries ``data.hint``.
 - ``encode`` produces one line of ASCII JSON (no raw newline can appear inside it).
 """
@@ -110,11 +111,21 @@ def parse_frame(line: bytes) -> Frame:
         return RpcError(PARSE_ERROR, f"parse error: the frame is not UTF-8 (byte {exc.start})",
                         hint="send each message as one line of UTF-8 JSON")
     try:
-        value = json.loads(text)
+        value = _DECODER.decode(text)
     except ValueError as exc:
         return RpcError(PARSE_ERROR, f"parse error: the frame is not JSON ({exc})",
                         hint="send each message as one line of UTF-8 JSON")
+    except RecursionError:
+        return RpcError(PARSE_ERROR, "parse error: the frame nests arrays or objects too deeply to read",
+                        hint="send values nested at most a few hundred levels deep")
     return classify(value)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value (RFC 8259); send a number, a string or null")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)  # NaN, Infinity, -Infinity
 
 
 def _valid_id(value: Any) -> bool:
@@ -135,7 +146,7 @@ def classify(value: Any) -> Frame:
         return RpcError(INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"',
                         hint='add "jsonrpc": "2.0" to every message', request_id=reply_id)
     if "id" in value and not _valid_id(rid):
-        return RpcError(INVALID_REQUEST, "invalid request: id must be a string, an integer or null",
+        return RpcError(INVALID_REQUEST, "invalid request: id must be a string or an integer",
                         hint="use a string or integer id")
     if "method" not in value:
         if "result" in value or "error" in value:

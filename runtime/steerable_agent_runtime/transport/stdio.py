@@ -12,8 +12,13 @@ Guarantees:
   already timed out) is logged and ignored, as JSON-RPC says.
 - ``request`` sends a reverse request and waits at most ``timeout`` seconds for its answer:
   it returns the result, raises RpcError for an error answer and TimeoutError when none came.
-- A write to a host that went away (EPIPE) marks the transport closed; ``receive`` ends at
+- A write to a host that went away (EPIPE) marks the transport closed and calls
+  ``on_host_gone`` (the sidecar shuts down: nobody can read its answers); ``receive`` ends at
   input EOF or ``aclose``.
+- A write waits for a host that does not read (a full pipe) without limit, until
+  ``limit_writes(wait_s)`` (a shutdown signal, input EOF): from then on it waits at most until
+  that deadline, and then gives the output up as if the host were gone, so a shutdown never
+  hangs on a host that stopped reading (the last line it got may then be cut).
 """
 
 from __future__ import annotations
@@ -22,13 +27,17 @@ import asyncio
 import itertools
 import logging
 import os
+import select
+import stat
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from json.encoder import encode_basestring_ascii  # what json's own encoder uses for str (ASCII output)
 from typing import Any
 
 from .base import SSEEvent
 from .jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     Notification,
     Request,
@@ -46,6 +55,7 @@ from .jsonrpc import (
 log = logging.getLogger("steerable.sidecar.transport")
 
 MAX_FRAME = 16 * 1024 * 1024
+SHUTDOWN_WRITE_WAIT_S = 3.0  # how long a shutdown waits for a host that does not read its stdout
 _OVERSIZE = object()
 _EOF = object()
 
@@ -110,6 +120,9 @@ class StdioJsonRpcTransport:
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self.host_gone = False
+        self.on_host_gone: Callable[[], None] | None = None
+        self._write_deadline: float | None = None
+        self._nonblocking = _make_nonblocking(write_fd)  # a full pipe: wait in select, not in write
 
     # output ------------------------------------------------------------------------------
     def _write(self, message: dict[str, Any]) -> None:
@@ -143,10 +156,33 @@ class StdioJsonRpcTransport:
         self._out.clear()
         try:
             while data:
-                data = data[os.write(self._fd, data):]
-        except OSError as exc:
+                data = data[self._write_some(data):]
+        except OSError as exc:  # EPIPE, or TimeoutError from _write_some
             log.warning("the host stopped reading the protocol stream (%s)", exc)
             self.host_gone = True
+            if self.on_host_gone is not None:
+                self.on_host_gone()
+
+    def _write_some(self, data: memoryview) -> int:
+        """Write what the pipe takes now (0 when it is full: wait until it has room again).
+        Raises TimeoutError past the ``limit_writes`` deadline, OSError when the host is gone."""
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:
+            pass
+        while True:
+            deadline = self._write_deadline
+            wait = 0.25 if deadline is None else min(0.25, deadline - time.monotonic())
+            if wait <= 0:
+                raise TimeoutError("the host did not read its stdout before the shutdown's deadline")
+            if select.select([], [self._fd], [], wait)[1]:
+                return 0
+
+    def limit_writes(self, wait_s: float) -> None:
+        """From now on a write waits at most ``wait_s`` more for a host that does not read
+        (see the module guarantees). Safe from a signal handler or another thread."""
+        if self._write_deadline is None:
+            self._write_deadline = time.monotonic() + wait_s
 
     async def emit(self, event: SSEEvent) -> None:
         """Send ``event`` as a notification (method = event name, params = data)."""
@@ -219,7 +255,13 @@ class StdioJsonRpcTransport:
             item = await queue.get()
             if item is _EOF:
                 return
-            event = self._handle_line(item)
+            try:
+                event = self._handle_line(item)
+            except Exception:  # a bug must not end the protocol: answer, log, keep serving
+                log.exception("internal error reading a frame")
+                self.respond_error(None, RpcError(INTERNAL_ERROR, "internal error reading a frame",
+                                                  hint="a bug: report it with the sidecar's stderr log"))
+                continue
             if event is not None:
                 yield event
 
@@ -268,11 +310,12 @@ class StdioJsonRpcTransport:
 
         lines = LineSplitter(self.max_frame, post)
         try:
-            while chunk := os.read(self._read_fd, 1 << 20):
+            while chunk := _read_some(self._read_fd):
                 lines.feed(chunk)
             lines.end()
         except OSError as exc:
             log.warning("reading the protocol input failed (%s): treating it as EOF", exc)
+        self.limit_writes(SHUTDOWN_WRITE_WAIT_S)  # the host hung up: the shutdown must not wait on it
         post(_EOF)
 
     def fail_pending(self) -> None:
@@ -285,6 +328,35 @@ class StdioJsonRpcTransport:
         """Stop: end ``receive``, fail waiting reverse requests. Idempotent."""
         self._closed = True
         self.flush()
+        if self._nonblocking:  # leave the pipe as the host gave it
+            self._nonblocking = False
+            try:
+                os.set_blocking(self._fd, True)
+            except OSError:
+                pass
         self.fail_pending()
         if self._queue is not None:
             self._queue.put_nowait(_EOF)
+
+
+def _make_nonblocking(fd: int) -> bool:
+    """Put a pipe or socket ``fd`` in non-blocking mode (a full pipe is then waited for in
+    select, where a shutdown can end the wait); other files (a terminal, a regular file) stay
+    as they are. Whether it did."""
+    try:
+        if not stat.S_ISFIFO(mode := os.fstat(fd).st_mode) and not stat.S_ISSOCK(mode):
+            return False
+        os.set_blocking(fd, False)
+    except OSError:
+        return False
+    return True
+
+
+def _read_some(fd: int) -> bytes:
+    """One read of up to 1 MiB (b"" at EOF); waits for data when ``fd`` is non-blocking (the
+    host may have given the same socket for input and output)."""
+    while True:
+        try:
+            return os.read(fd, 1 << 20)
+        except BlockingIOError:
+            select.select([fd], [], [])

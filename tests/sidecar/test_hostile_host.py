@@ -1,0 +1,188 @@
+"""A red-team pass over the sidecar as a host app (and the machine under it) can abuse it: odd
+frames, odd JSON-RPC, wrong param types, odd storage paths, a host that stops reading or closes
+its end. Each case: a one-line JSON-RPC error with the documented code and a hint (or the
+documented exit), never a traceback on stdout, never a hang, never a changed or lost record.
+Every case runs the real sidecar as a child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from steerable_agent_runtime import SqliteStorage
+
+from tests.helpers import run
+from tests.replay_server import ReplayServer
+
+from .harness import ROOT
+from .openai_sse import text_reply
+
+PROVIDER = {"kind": "openai_compat", "model": "m", "baseUrl": "http://127.0.0.1:9/v1"}
+
+
+def _answer_to_null_id(sc, raw: bytes) -> dict:
+    sc.responses.pop(None, None)
+    sc.send_raw(raw)
+    return sc.wait(lambda: sc.responses.get(None), what=f"the error for {raw[:40]!r}")["error"]
+
+
+def _frame(rid: str, method: str, params: str) -> bytes:
+    return b'{"jsonrpc":"2.0","id":' + rid.encode() + b',"method":"' + method.encode() + b'","params":' + params.encode() + b"}\n"
+
+
+def test_frames_a_careless_host_writes_are_each_answered_and_the_sidecar_keeps_serving(spawn):
+    sc = spawn()
+    sc.wait_ready()
+    # nesting deeper than the JSON parser recurses: one frame must not take the sidecar down
+    deep = _answer_to_null_id(sc, b"[" * 100_000 + b"\n")
+    assert deep["code"] == -32700 and "nest" in deep["message"] and deep["data"]["hint"]
+    deep_params = _answer_to_null_id(sc, _frame("1", "system.ping", '{"a":' + "[" * 100_000 + "]" * 100_000 + "}"))
+    assert deep_params["code"] == -32700
+    assert sc.call("system.ping", rid="after-deep")["pong"] is True
+    # NaN / Infinity are not JSON (RFC 8259): refused, not silently stored as null
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        err = _answer_to_null_id(sc, _frame('"nan"', "agent.session.create", '{"chatId":"c","stageData":{"x":' + constant + "}}"))
+        assert err["code"] == -32700 and constant in err["message"], err
+    assert sc.call("agent.session.list")["sessions"] == []
+    # ids JSON-RPC allows but this sidecar refuses (fractional, exponent, bool, object): -32600, id null
+    for rid in ("1.5", "1e2", "true", "{}"):
+        err = _answer_to_null_id(sc, _frame(rid, "system.ping", "{}"))
+        assert err["code"] == -32600 and "null" not in err["message"].split("id")[1], err
+    # fine already (kept as regressions): an empty batch, NUL bytes, a frame split across writes,
+    # CRLF line ends, an extra top-level member
+    assert _answer_to_null_id(sc, b"[]\n")["code"] == -32600
+    assert _answer_to_null_id(sc, b'{"jsonrpc":"2.0","id":"z\x00","method":"system.ping"}\n')["code"] == -32700
+    sc.send_raw(b'{"jsonrpc":"2.0","id":"split","met')
+    time.sleep(0.2)
+    sc.send_raw(b'hod":"system.ping"}\r\n')
+    assert sc.wait(lambda: sc.responses.get("split"))["result"]["pong"] is True
+    assert sc.call("system.ping", rid="extra")["pong"] is True
+    assert sc.wait(lambda: sc.proc.poll() is None)
+    assert not any("Traceback" in line for line in sc.stderr_lines)
+
+
+def test_params_of_the_wrong_json_type_are_refused_not_coerced(spawn):
+    sc = spawn()
+    sc.wait_ready()
+    for method, params, field in [
+        ("agent.session.list", {"activeOnly": "yes"}, "activeOnly"),
+        ("agent.session.list", {"activeOnly": 1}, "activeOnly"),
+        ("agent.history.get", {"recordId": "r", "limit": "5"}, "limit"),
+        ("agent.history.get", {"recordId": "r", "afterSeq": 2.0}, "afterSeq"),
+        ("agent.chat.stream", {"chatId": "c", "messages": [{"role": "user", "content": "x"}],
+                               "provider": PROVIDER, "resume": "false"}, "resume"),
+        ("agent.chat.stream", {"chatId": "c", "messages": [{"role": "user", "content": "x"}],
+                               "provider": {**PROVIDER, "maxTokens": "100"}}, "provider.maxTokens"),
+    ]:
+        err = sc.request(method, params)["error"]
+        assert err["code"] == -32602 and err["data"]["field"] == field, (params, err)
+        assert err["data"]["hint"]
+    # a number where a float is meant is still a number
+    assert sc.call("agent.history.get", {"recordId": "r", "limit": 5})["entries"] == []
+
+
+def test_stream_params_the_model_cannot_use_are_refused_on_the_request(spawn):
+    sc = spawn()
+    sc.wait_ready()
+    base = {"chatId": "c", "messages": [{"role": "user", "content": "x"}], "provider": PROVIDER}
+    for params, field in [
+        ({**base, "tools": [{"type": "function", "function": {"name": "a", "parameters": "zz"}}]},
+         "tools.0.function.parameters"),
+        ({**base, "tools": [{"type": "function", "function": {"name": "a", "description": 5}}]},
+         "tools.0.function.description"),
+        ({**base, "provider": {**PROVIDER, "baseUrl": "not a url"}}, "provider.baseUrl"),
+        ({**base, "messages": []}, "messages"),
+    ]:
+        err = sc.request("agent.chat.stream", params)["error"]
+        assert err["code"] == -32602 and err["data"]["field"] == field, (params, err)
+        assert err["data"]["hint"]
+    assert sc.call("system.ping")["pong"] is True
+    assert [n for n in sc.notifications if n["method"] != "lifecycle.ready"] == []  # no stream started
+
+
+@pytest.mark.parametrize("path", ["", "/", "."])
+def test_a_storage_path_that_names_no_file_exits_2_with_one_line(spawn, path):
+    sc = spawn("--storage-path", path)
+    assert sc.exit_code() == 2
+    assert sc.lines == []
+    assert not any("Traceback" in line for line in sc.stderr_lines), sc.stderr_lines
+    assert any("--storage-path" in line for line in sc.stderr_lines), sc.stderr_lines
+
+
+def _stream(model: ReplayServer) -> dict:
+    return {"chatId": "c1", "messages": [{"role": "user", "content": "hi"}],
+            "provider": {"kind": "openai_compat", "model": "m", "baseUrl": model.url + "/v1"}}
+
+
+def _record(db) -> list[dict]:
+    store = SqliteStorage(db)  # raises when the lease is still held
+    try:
+        return run(store.list_history("c1"))
+    finally:
+        run(store.close())
+
+
+class RawSidecar:
+    """The sidecar with pipes this test handles itself (the harness always reads stdout)."""
+
+    def __init__(self, db: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "steerable_agent_runtime.sidecar", "--storage-path", db],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+        self.stderr: list[bytes] = []
+        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+        assert json.loads(self.proc.stdout.readline())["method"] == "lifecycle.ready"
+
+    def send(self, message: dict) -> None:
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def __enter__(self) -> RawSidecar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+    def log(self) -> str:
+        return b"".join(self.stderr).decode(errors="replace")
+
+
+def test_a_host_that_closes_stdout_mid_stream_stops_the_sidecar_and_keeps_the_partial_turn(tmp_path):
+    db = str(tmp_path / "s.db")
+    with ReplayServer([text_reply([f"p{i} " for i in range(400)], delay_s=0.02)]) as model, RawSidecar(db) as sc:
+        sc.send({"jsonrpc": "2.0", "id": 1, "method": "agent.chat.stream", "params": _stream(model)})
+        assert "result" in json.loads(sc.proc.stdout.readline())
+        assert "delta" in json.loads(sc.proc.stdout.readline())["params"]
+        sc.proc.stdout.close()  # the host's read end goes away; stdin stays open
+        assert sc.proc.wait(15) == 0  # nobody can read an answer any more: the sidecar stops
+        assert "Traceback" not in sc.log()
+    last = _record(db)[-1]["message"]  # the lease was released
+    assert last["role"] == "assistant" and last["content"].startswith("p0 ")
+
+
+def test_sigterm_while_the_host_does_not_read_stdout_still_stops_and_records(tmp_path):
+    db = str(tmp_path / "s.db")
+    pieces = ["x" * 1000 + str(i) for i in range(5000)]
+    with ReplayServer([text_reply(pieces)]) as model, RawSidecar(db) as sc:
+        sc.send({"jsonrpc": "2.0", "id": 1, "method": "agent.chat.stream", "params": _stream(model)})
+        time.sleep(1.0)  # 5 MB of chunks: the pipe is full, the sidecar waits for the host
+        sc.proc.send_signal(signal.SIGTERM)
+        assert sc.proc.wait(20) == 0, sc.log()[-2000:]
+        # every whole line written is JSON-RPC (the sidecar gave up on the host within a line)
+        for line in sc.proc.stdout.read().split(b"\n")[:-1]:
+            assert json.loads(line)["jsonrpc"] == "2.0"
+    items = [e["message"] for e in _record(db) if e["type"] == "item"]
+    assert items[-1]["role"] == "assistant" and items[-1]["content"].startswith(pieces[0])
