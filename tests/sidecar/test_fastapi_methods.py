@@ -40,6 +40,12 @@ def test_errors_over_http_carry_the_json_rpc_error_and_a_matching_status():
         assert status == 404 and frames[0]["data"]["code"] == -32601
         response = client.post("/agent.session.list", content=b"{not json")
         assert response.status_code == 400 and list(sse_frames(iter(response.text.splitlines())))[0]["data"]["code"] == -32700
+        for body, code in [(b'{"chatId": "c", "stageData": {"x": NaN}}', -32700),
+                           (b'{"chatId": "c", "stageData": {"x": "\\ud800"}}', -32602)]:
+            response = client.post("/agent.session.create", content=body)  # read as strictly as a stdio frame
+            error = list(sse_frames(iter(response.text.splitlines())))[0]["data"]
+            assert response.status_code == 400 and error["code"] == code, error
+        assert post(client, "agent.session.list")[1][0]["data"]["sessions"] == []
         status, frames = post(client, "rpc.reply", {"id": "rv-404", "result": {}})
         assert status == 200 and frames[0]["data"] == {"delivered": False}
         for frame in frames:

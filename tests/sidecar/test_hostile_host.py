@@ -186,3 +186,54 @@ def test_sigterm_while_the_host_does_not_read_stdout_still_stops_and_records(tmp
             assert json.loads(line)["jsonrpc"] == "2.0"
     items = [e["message"] for e in _record(db) if e["type"] == "item"]
     assert items[-1]["role"] == "assistant" and items[-1]["content"].startswith(pieces[0])
+
+
+def _nested(depth: int) -> dict:
+    value: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = {"x": value}
+    return value
+
+
+def test_text_the_store_cannot_hold_and_nesting_it_cannot_read_are_refused_naming_the_field(spawn, tmp_path):
+    sc = spawn("--storage-path", str(tmp_path / "s.db"))
+    sc.wait_ready()
+    # 100 levels of stageData (103 with the frame) are kept and come back as sent
+    kept = sc.call("agent.session.create", {"chatId": "c", "stageData": _nested(100)})
+    assert sc.call("agent.session.get", {"sessionId": kept["sessionId"]})["stageData"] == _nested(100)
+    deep = sc.request("agent.session.create", {"chatId": "c", "stageData": _nested(150)})["error"]
+    assert deep["code"] == -32602 and deep["data"]["field"].startswith("stageData.x.x") and "128" in deep["message"]
+    # an unpaired surrogate (what a JS host sends for half an emoji) is not text: refused, not mangled
+    for params, field in [({"chatId": "c", "stageData": {"x": "\ud800"}}, "stageData.x"),
+                          ({"chatId": "c\udbff"}, "chatId"),
+                          ({"chatId": "c", "stageData": {"k\udc00": 1}}, "stageData.k\\udc00")]:
+        err = sc.request("agent.session.create", params)["error"]  # json.dumps escapes it as \udXXX
+        assert err["code"] == -32602 and err["data"]["field"] == field and "surrogate" in err["message"], err
+        assert err["data"]["hint"]
+    stream = sc.request("agent.chat.stream", {"chatId": "c", "provider": PROVIDER,
+                                              "messages": [{"role": "user", "content": "hi \ud83d"}]})["error"]
+    assert stream["code"] == -32602 and stream["data"]["field"] == "messages.0.content"
+    # a whole emoji, escaped as a surrogate pair, is text
+    emoji = sc.call("agent.session.create", {"chatId": "c", "stageData": {"x": "ok \U0001F600"}})
+    assert emoji["stageData"]["x"] == "ok \U0001F600"
+    assert [s["sessionId"] for s in sc.call("agent.session.list")["sessions"]] == [kept["sessionId"], emoji["sessionId"]]
+    assert [n for n in sc.notifications if n["method"] != "lifecycle.ready"] == []
+    assert not any("Traceback" in line for line in sc.stderr_lines)
+
+
+def test_a_host_tool_answer_that_is_not_text_fails_the_call_and_the_turn_goes_on(spawn, tmp_path):
+    from .openai_sse import tool_reply
+
+    db = str(tmp_path / "s.db")
+    tools = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object", "properties": {}}}}]
+    with ReplayServer([tool_reply([("call_1", "echo", {})]), text_reply(["ok"])]) as model:
+        sc = spawn("--storage-path", db, on_reverse=lambda method, params: {"success": True, "data": "half \ud83d"})
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", {**_stream(model), "tools": tools})["streamId"]
+        assert sc.wait_done(stream_id)["status"] == "completed"
+        result = next(c["toolResult"] for c in sc.notifications_of("stream.chunk", stream_id) if "toolResult" in c)
+        assert result["success"] is False and "surrogate" in result["error"]
+        sc.close_stdin()
+        assert sc.exit_code() == 0
+    tool_msg = next(e["message"] for e in _record(db) if e["type"] == "item" and e["message"]["role"] == "tool")
+    assert "surrogate" in tool_msg["content"]

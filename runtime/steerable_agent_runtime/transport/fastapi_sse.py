@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,6 +34,7 @@ from .jsonrpc import (
     METHOD_NOT_FOUND,
     NOT_FOUND,
     RpcError,
+    parse_body,
 )
 
 KEEPALIVE = b": keep-alive\n\n"
@@ -209,10 +209,7 @@ async def _json(request: Request) -> Any:
     raw = await request.body()
     if not raw.strip():
         return {}
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        return RpcError(-32700, f"parse error: the body is not JSON ({exc})", hint="POST the params as a JSON object")
+    return parse_body(raw)
 
 
 async def _no_sink(event: SSEEvent) -> None:

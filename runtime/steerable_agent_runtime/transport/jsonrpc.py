@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SteerableError
+from .frame_check import MAX_DEPTH, find_problem
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -44,6 +45,7 @@ class RpcError(SteerableError):
         self.code = code
         self.data = {**(data or {}), "hint": self.hint}
         self.request_id = request_id
+        self.silent = False  # the answer to a notification: logged, never sent
 
     def to_wire(self) -> dict[str, Any]:
         """The ``error`` member of a response."""
@@ -103,22 +105,64 @@ def request_message(request_id: str | int, method: str, params: Any) -> dict[str
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
 
+def _decode(raw: bytes, what: str, hint: str) -> Any:
+    """The JSON value of ``raw``, or an RpcError -32700 (see the module guarantees)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return RpcError(PARSE_ERROR, f"parse error: {what} is not UTF-8 (byte {exc.start})", hint=hint)
+    try:
+        return _DECODER.decode(text)
+    except ValueError as exc:
+        return RpcError(PARSE_ERROR, f"parse error: {what} is not JSON ({exc})", hint=hint)
+    except RecursionError:
+        return RpcError(PARSE_ERROR, f"parse error: {what} nests arrays or objects too deeply to read",
+                        hint=f"send values nested at most {MAX_DEPTH} levels deep")
+
+
+def parse_body(raw: bytes) -> Any:
+    """The params an HTTP body holds, read as strictly as a frame: the value, or an RpcError
+    (-32700 as for a frame, -32602 naming a field frame_check refuses)."""
+    value = _decode(raw, "the body", "POST the params as a JSON object")
+    if isinstance(value, RpcError):
+        return value
+    problem = find_problem(raw, value)
+    if problem is None:
+        return value
+    path, why = problem
+    field = ".".join(map(str, path)) or "params"
+    return RpcError(INVALID_PARAMS, f"invalid params: {field} {why}", data={"field": field},
+                    hint=f"send text as valid Unicode and values nested at most {MAX_DEPTH} levels deep")
+
+
 def parse_frame(line: bytes) -> Frame:
     """Classify one frame (without its newline)."""
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return RpcError(PARSE_ERROR, f"parse error: the frame is not UTF-8 (byte {exc.start})",
-                        hint="send each message as one line of UTF-8 JSON")
-    try:
-        value = _DECODER.decode(text)
-    except ValueError as exc:
-        return RpcError(PARSE_ERROR, f"parse error: the frame is not JSON ({exc})",
-                        hint="send each message as one line of UTF-8 JSON")
-    except RecursionError:
-        return RpcError(PARSE_ERROR, "parse error: the frame nests arrays or objects too deeply to read",
-                        hint="send values nested at most a few hundred levels deep")
-    return classify(value)
+    value = _decode(line, "the frame", "send each message as one line of UTF-8 JSON")
+    if isinstance(value, RpcError):
+        return value
+    frame = classify(value)
+    if isinstance(frame, RpcError):
+        return frame
+    problem = find_problem(line, value)
+    return frame if problem is None else _refuse(frame, *problem)
+
+
+def _refuse(frame: Frame, path: list[str | int], why: str) -> Frame:
+    """The answer to a well-formed ``frame`` whose value at ``path`` no part can take (see
+    frame_check): -32602 naming the field inside params, -32600 elsewhere; a host's response
+    becomes an error response (the reverse request fails); a notification stays unanswered."""
+    head, rest = (path[0], path[1:]) if path else ("", [])
+    field = ".".join(map(str, rest))
+    hint = f"send text as valid Unicode and values nested at most {MAX_DEPTH} levels deep"
+    if isinstance(frame, Response):
+        return Response(frame.id, None, {"code": INVALID_PARAMS, "message": f"the host's answer: {head}.{field} {why}"})
+    if head == "params" and field:
+        err = RpcError(INVALID_PARAMS, f"invalid params for {frame.method}: {field} {why}", hint=hint,
+                       data={"field": field}, request_id=frame.id if isinstance(frame, Request) else None)
+    else:
+        err = RpcError(INVALID_REQUEST, f"invalid request: {'.'.join(map(str, path)) or 'the frame'} {why}", hint=hint)
+    err.silent = isinstance(frame, Notification)
+    return err
 
 
 def _refuse_constant(name: str) -> Any:

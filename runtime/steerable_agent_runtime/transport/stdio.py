@@ -272,7 +272,10 @@ class StdioJsonRpcTransport:
             return None
         frame = parse_frame(item)
         if isinstance(frame, RpcError):
-            self.respond_error(frame.request_id, frame)
+            if frame.silent:
+                log.warning("ignored a notification: %s", frame.message)
+            else:
+                self.respond_error(frame.request_id, frame)
             return None
         if isinstance(frame, Response):
             self._resolve(frame)
