@@ -237,3 +237,40 @@ def test_a_host_tool_answer_that_is_not_text_fails_the_call_and_the_turn_goes_on
         assert sc.exit_code() == 0
     tool_msg = next(e["message"] for e in _record(db) if e["type"] == "item" and e["message"]["role"] == "tool")
     assert "surrogate" in tool_msg["content"]
+
+
+def test_a_symlink_to_the_store_and_the_store_itself_are_one_owner(spawn, tmp_path):
+    db = tmp_path / "real.db"
+    (tmp_path / "link.db").symlink_to(db)
+    first = spawn("--storage-path", str(tmp_path / "link.db"))
+    assert first.wait_ready()["storagePath"] == str(db)
+    second = spawn("--storage-path", str(db))
+    assert second.exit_code() == 3
+    assert any(str(first.proc.pid) in line for line in second.stderr_lines), second.stderr_lines
+
+
+def test_a_row_that_fails_its_checksum_is_32002_with_the_remedy_and_is_not_touched(spawn, tmp_path):
+    import sqlite3
+
+    from tests.helpers import item
+
+    db = tmp_path / "s.db"
+    store = SqliteStorage(db)
+    run(store.append_history("c1", [item(f"m{i}") for i in range(4)]))
+    run(store.close())
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE history SET data = replace(data, 'm2', 'XX') WHERE seq = 3")
+    conn.commit()
+    before = conn.execute("SELECT * FROM history ORDER BY seq").fetchall()
+    conn.close()
+    sc = spawn("--storage-path", str(db))
+    sc.wait_ready()
+    for method, params in [("agent.history.get", {"recordId": "c1"}),
+                           ("agent.chat.stream", {"chatId": "c1", "resume": True, "messages": [], "provider": PROVIDER})]:
+        err = sc.request(method, params)["error"]
+        assert err["code"] == -32002 and err["data"]["seq"] == 3 and "steerable-maint" in err["data"]["hint"], err
+    sc.close_stdin()
+    assert sc.exit_code() == 0
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT * FROM history ORDER BY seq").fetchall() == before
+    conn.close()

@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     proto_fd = take_stdout()
     from ..errors import SteerableError
 
+    if args.storage_path is not None:
+        # the lease sits beside the real file: a symlink and its target must not make two owners
+        args.storage_path = os.path.realpath(args.storage_path)
     try:
         storage = open_storage(args.storage_path)
     except SteerableError as exc:

@@ -1,7 +1,8 @@
 """How a failure becomes a JSON-RPC error: one table, every code with ``data.hint``.
 
 -32602 invalid params (pydantic ValidationError: the field named), -32001 not found,
--32002 store owned or unavailable / a chat already streaming / a trace collector that
+-32002 store owned, unavailable or damaged (a checksum mismatch included: the store's
+fault, not a bug) / a chat already streaming / a trace collector that
 refused the export, -32003 record format (newer
 build: the remedy in ``data.hint``), -32004 consent denied, -32005 provider error
 (``data.kind``), -32603 anything else (internal).
@@ -16,13 +17,18 @@ from pydantic import ValidationError
 
 from ..errors import (
     DatabaseDamagedError,
+    DataIntegrityError,
     ExportError,
+    HistorySeqConflictError,
     NotAStoreError,
     RecordFormatError,
+    RepairInterruptedError,
     SchemaTooNewError,
     SteerableError,
     StoreAlreadyOwnedError,
     StoreClosedError,
+    StoreConnectionError,
+    StoreServerError,
     UsageError,
 )
 from ..llm.errors import LLMError, ProviderConfigError
@@ -41,7 +47,9 @@ log = logging.getLogger("steerable.sidecar")
 
 _CODES: list[tuple[type[BaseException], int]] = [
     (StoreAlreadyOwnedError, UNAVAILABLE), (StoreClosedError, UNAVAILABLE), (NotAStoreError, UNAVAILABLE),
-    (DatabaseDamagedError, UNAVAILABLE), (RecordFormatError, RECORD_FORMAT), (SchemaTooNewError, RECORD_FORMAT),
+    (DatabaseDamagedError, UNAVAILABLE), (DataIntegrityError, UNAVAILABLE), (HistorySeqConflictError, UNAVAILABLE),
+    (RepairInterruptedError, UNAVAILABLE), (StoreConnectionError, UNAVAILABLE), (StoreServerError, UNAVAILABLE),
+    (RecordFormatError, RECORD_FORMAT), (SchemaTooNewError, RECORD_FORMAT),
     (UsageError, INVALID_PARAMS), (ProviderConfigError, INVALID_PARAMS), (ExportError, UNAVAILABLE),
 ]
 
