@@ -274,3 +274,37 @@ def test_a_row_that_fails_its_checksum_is_32002_with_the_remedy_and_is_not_touch
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT * FROM history ORDER BY seq").fetchall() == before
     conn.close()
+
+
+def _rss_mib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS"))
+
+
+def test_a_host_that_writes_without_reading_is_held_up_and_the_sidecar_memory_stays_bounded(tmp_path):
+    count, pad = 6000, "x" * 10_000  # 60 MB of requests, nearly twice the 32 MiB read-ahead
+    frames = [json.dumps({"jsonrpc": "2.0", "id": i, "method": "system.ping", "params": {"pad": pad}}).encode() + b"\n"
+              for i in range(count)]
+    sent = [0]
+    with RawSidecar(str(tmp_path / "s.db")) as sc:
+        def write_all() -> None:
+            for frame in frames:
+                sc.proc.stdin.write(frame)
+                sent[0] += len(frame)
+            sc.proc.stdin.flush()
+
+        writer = threading.Thread(target=write_all, daemon=True)
+        writer.start()
+        stalled, last = 0, -1
+        while stalled < 4:  # wait until the host's writes stop moving
+            time.sleep(0.25)
+            stalled, last = (stalled + 1, last) if sent[0] == last else (0, sent[0])
+        assert sent[0] < 50 * 1024 * 1024, sent[0]  # held up near the read-ahead, not all 60 MB taken
+        assert _rss_mib(sc.proc.pid) < 200
+        answered = set()
+        for line in sc.proc.stdout:  # the host reads again: everything is answered, nothing lost
+            answered.add(json.loads(line)["id"])
+            if len(answered) == count:
+                break
+        writer.join(10)
+        assert answered == set(range(count))

@@ -6,6 +6,10 @@ Guarantees:
   are joined into one write); log lines go through ``logging`` (stderr).
 - Frames up to ``max_frame`` bytes (16 MiB) are read; a longer one is skipped up to its
   newline and answered -32600 with id null. Blank lines are ignored.
+- Input is read ahead by at most ``INPUT_BUDGET`` bytes of frames not yet taken by
+  ``receive`` (one frame of any allowed size always fits): a host that writes without reading
+  the answers (so the sidecar waits on its stdout) is held up in its own writes, and the
+  sidecar's memory stays bounded.
 - ``receive`` answers protocol errors itself (-32700, -32600) and yields only well-formed
   requests (``SSEEvent.id`` set) and notifications (``id`` None), in arrival order. Responses
   resolve the reverse request they answer; a response to an id this side never sent (or
@@ -55,6 +59,7 @@ from .jsonrpc import (
 log = logging.getLogger("steerable.sidecar.transport")
 
 MAX_FRAME = 16 * 1024 * 1024
+INPUT_BUDGET = 32 * 1024 * 1024  # bytes of frames read ahead of receive
 SHUTDOWN_WRITE_WAIT_S = 3.0  # how long a shutdown waits for a host that does not read its stdout
 _OVERSIZE = object()
 _EOF = object()
@@ -123,6 +128,8 @@ class StdioJsonRpcTransport:
         self.on_host_gone: Callable[[], None] | None = None
         self._write_deadline: float | None = None
         self._nonblocking = _make_nonblocking(write_fd)  # a full pipe: wait in select, not in write
+        self._budget = threading.Condition()
+        self._read_ahead = 0  # bytes of frames the reader thread queued and receive has not taken
 
     # output ------------------------------------------------------------------------------
     def _write(self, message: dict[str, Any]) -> None:
@@ -255,6 +262,10 @@ class StdioJsonRpcTransport:
             item = await queue.get()
             if item is _EOF:
                 return
+            if isinstance(item, bytes):
+                with self._budget:
+                    self._read_ahead -= len(item)
+                    self._budget.notify()
             try:
                 event = self._handle_line(item)
             except Exception:  # a bug must not end the protocol: answer, log, keep serving
@@ -306,6 +317,11 @@ class StdioJsonRpcTransport:
         # Raw os.read on the descriptor (no BufferedReader: a daemon thread blocked inside one
         # aborts the interpreter at exit).
         def post(item: Any) -> None:
+            if isinstance(item, bytes):
+                with self._budget:  # wait (holding up the host's writes) while too much is queued
+                    while self._read_ahead and self._read_ahead + len(item) > INPUT_BUDGET and not self._closed:
+                        self._budget.wait(0.5)
+                    self._read_ahead += len(item)
             try:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
             except RuntimeError:  # the loop is gone: nobody is listening any more
