@@ -98,6 +98,12 @@ def test_stream_params_the_model_cannot_use_are_refused_on_the_request(spawn):
          "tools.0.function.description"),
         ({**base, "provider": {**PROVIDER, "baseUrl": "not a url"}}, "provider.baseUrl"),
         ({**base, "messages": []}, "messages"),
+        ({**base, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "toolCalls": [
+            {"id": "1", "type": "function", "function": {"name": "a", "arguments": "{}"}}]}]}, "messages.1.toolCalls.0.name"),
+        ({**base, "messages": [{"role": "assistant", "toolCalls": [{"id": "1", "name": "a", "arguments": '{"x": 1}'}]}]},
+         "messages.0.toolCalls.0.arguments"),
+        ({**base, "messages": [{"role": "user", "content": "x"}, {"role": "tool", "content": "r"}]}, "messages.1.toolCallId"),
+        ({**base, "messages": [{"role": "user", "content": [{"type": "video", "url": "x"}]}]}, "messages.0.content"),
     ]:
         err = sc.request("agent.chat.stream", params)["error"]
         assert err["code"] == -32602 and err["data"]["field"] == field, (params, err)

@@ -95,3 +95,36 @@ class TraceRef(Params):
 class TraceExport(Params):
     trace_id: str = Field(min_length=1)
     endpoint: str = Field(min_length=1)
+
+
+def check_messages(messages: list[LLMMessage]) -> None:
+    """What LLMMessage lets through but no provider can send, refused before a stream starts:
+    a tool call not in the neutral ``{id, name, arguments: {...}}`` shape (OpenAI's
+    ``{type, function: {arguments: "..."}}`` included), a tool result without ``toolCallId``,
+    a content part no provider reads. Raises RpcError -32602 naming the field."""
+    from pydantic import ValidationError
+
+    from ..llm.errors import ProviderConfigError
+    from ..llm.parts import parse_parts
+    from ..models import ToolCall
+    from ..transport.jsonrpc import INVALID_PARAMS, RpcError
+
+    def bad(field: str, why: str, hint: str) -> RpcError:
+        return RpcError(INVALID_PARAMS, f"invalid params for agent.chat.stream: {field}: {why}", hint=hint,
+                        data={"field": field})
+
+    for n, message in enumerate(messages):
+        for m, call in enumerate(message.tool_calls or []):
+            try:
+                ToolCall.model_validate(call)
+            except ValidationError as exc:
+                loc = ".".join(str(part) for part in exc.errors()[0]["loc"])
+                raise bad(f"messages.{n}.toolCalls.{m}" + (f".{loc}" if loc else ""), exc.errors()[0]["msg"],
+                          'give each tool call as {"id", "name", "arguments": {...}} (arguments a JSON object)') from None
+        if message.role == "tool" and not message.tool_call_id:
+            raise bad(f"messages.{n}.toolCallId", "a tool result needs the id of the call it answers",
+                      "set toolCallId to the id of the assistant's tool call")
+        try:
+            parse_parts(message.content, provider="agent.chat.stream")
+        except ProviderConfigError as exc:
+            raise bad(f"messages.{n}.content", exc.message.split(": ", 1)[-1], exc.hint) from None

@@ -183,6 +183,7 @@ class StreamManager:
 
     async def _build(self, stream_id: str, args: p.ChatStream, notify: Notify, reverse: Reverse,
                      write_text: TextWriter | None) -> RunningStream:
+        p.check_messages(args.messages)
         if args.resume:
             from ..history import resume_transcript
 
