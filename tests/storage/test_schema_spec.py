@@ -9,7 +9,7 @@ import sqlite3
 from steerable_agent_runtime.maintenance import RowCounts
 from steerable_agent_runtime.maintenance.archive import chatmove
 from steerable_agent_runtime.maintenance.archive import job as archive_job
-from steerable_agent_runtime.maintenance.check import job as check_job
+from steerable_agent_runtime.maintenance.check import orphans as check_orphans
 from steerable_agent_runtime.maintenance.check.shapes import SHAPES
 from steerable_agent_runtime.maintenance import inspect as inspect_job
 from steerable_agent_runtime.maintenance.salvage import rows as salvage_rows
@@ -53,7 +53,7 @@ def test_every_parent_and_chat_column_names_real_columns_and_every_row_reaches_a
 def test_every_derived_list_covers_every_table():
     assert set(inspect_job._NEWEST) == ALL
     assert {t for t, _c in archive_job._CHAT_KEYS} == {n for n, s in TABLES.items() if s.chat_column}
-    assert {o[1] for o in check_job._ORPHANS} == {n for n, s in TABLES.items() if s.parent}
+    assert {o.table for o in check_orphans.ORPHANS} == {n for n, s in TABLES.items() if s.parent}
     assert set(salvage_rows.MODELS) | {"history"} == ALL
     assert set(salvage_rows.MARKERS) == ALL and len(set(salvage_rows.MARKERS.values())) == len(ALL)
     assert set(salvage_rows.INDEXED) == ALL

@@ -19,7 +19,7 @@ import os
 import sqlite3
 import stat
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from ...storage.lease import lease_holder
 from ...storage.schema import SCHEMA_VERSION, TABLES
 from ..codes import FindingLog
 from ..readonly import ReadOnlyConnection, read_store
+from .orphans import check_orphans
 from .records import (DowngradeRecord, check_contiguity, stats_from_columns, version_findings)
 from ..report import JobReport, Progress, no_progress
 from .rows import RecordStats
@@ -37,12 +38,6 @@ from .tablescan import ParallelScan, parallel_scan, scan_tables
 
 DEFAULT_WAL_THRESHOLD = 64 << 20
 _INTEGRITY_MAX_ERRORS = 1_000_000
-
-_ORPHANS = tuple(
-    (f"orphan-{spec.singular}", name, spec.key[0], *spec.parent, spec.parent[0].removesuffix("_id"))
-    for name, spec in TABLES.items() if spec.parent)
-"""(code, table, key, column, parent table, parent column, what the column names) per child table."""
-
 
 class CheckReport(JobReport):
     """What check found. ``counts`` has every finding per code; ``findings`` the first N of each."""
@@ -75,13 +70,12 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
         tables = [name for name in TABLES if name in present]
         # The row pass's worker processes are forked first, before any thread starts.
         with parallel_scan(conn, conn.uri, conn.strategy != "shared" and not quick, tables, max_per_code) as early, \
-                ThreadPoolExecutor(3) as pool:  # SQLite releases the GIL: these run beside the row pass
+                ThreadPoolExecutor(2) as pool:  # SQLite releases the GIL: these run beside the row pass
             integrity = pool.submit(_integrity, conn.sibling(), pragma)
             # checksums in Python: beside SQLite's work (no thread for a missing or empty -wal)
             wal_scan = pool.submit(_scan_wal, Path(path)) if _wal_bytes(Path(path)) else None
-            side = _quick_versions_beside(pool, conn, quick, present, max_per_code)
             if present:
-                _rows(conn, quick, present, report, log, tick, side, early, lambda: bool(integrity.result()))
+                _rows(conn, quick, present, report, log, tick, early, lambda: bool(integrity.result()))
             problems = integrity.result()
         tick(pragma, 1, 1)
         for line in problems:
@@ -133,56 +127,55 @@ def _guarded(log: FindingLog, what: str, job: Callable[[], object]) -> None:
         log.add("sqlite-integrity", f"{what} could not be read to the end: {exc}")
 
 
-def _quick_versions_beside(pool: ThreadPoolExecutor, conn: ReadOnlyConnection, quick: bool, present: set[str],
-                           max_per_code: int) -> "Future[tuple[RecordStats, FindingLog]] | None":
-    """Quick mode on a static snapshot (immutable, copy): scan history's version columns on a
-    second connection in parallel. A live store (shared) keeps them on the job's snapshot."""
-    if not quick or "history" not in present or conn.strategy == "shared":
-        return None
-    return pool.submit(_versions_on, conn.sibling(), max_per_code)
-
-
-def _versions_on(conn: ReadOnlyConnection, max_per_code: int) -> tuple[RecordStats, FindingLog]:
-    log = FindingLog(max_per_code)
-    try:
-        stats = RecordStats()
-        _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn, log)))
-        return stats, log
-    finally:
-        conn.close()
-
-
 def _rows(conn: ReadOnlyConnection, quick: bool, present: set[str], report: CheckReport, log: FindingLog,
-          tick: Progress, side: "Future[tuple[RecordStats, FindingLog]] | None" = None,
-          early: ParallelScan | None = None, damaged: Callable[[], bool] = lambda: False) -> None:
+          tick: Progress, early: ParallelScan | None = None, damaged: Callable[[], bool] = lambda: False) -> None:
+    """The row, per-record and orphan passes, their findings added in that order.
+
+    Quick mode runs them all here, beside quick_check's thread: one pass over history's
+    key index answers contiguity and the history row count, one over its ``v`` and ``type``
+    columns the versions (whose total is that count when every row is usual)."""
     stats = RecordStats()
     tables = [name for name in TABLES if name in present]
     # While worker processes scan the rows, this process runs the per-record and orphan
     # queries; their findings are merged where they would have been added (same report).
     ahead = _ahead(conn, present, log.max_per_code) if early is not None else None
+    seqs = FindingLog(log.max_per_code)
     if quick:
+        entries = _contiguity(conn, seqs) if "history" in present else None
         for name in tables:
             report.rows[name] = 0
-            _guarded(log, f"table {name}", lambda name=name: _count(conn, name, report))
+            if name == "history" and entries is not None:
+                report.rows[name] = entries
+            else:
+                _guarded(log, f"table {name}", lambda name=name: _count(conn, name, report))
     else:
         _guarded(log, "row scan", lambda: _scan(conn, tables, report, log, stats, tick, early, damaged))
     if "history" in present:
         if ahead is not None:
             log.merge(ahead[0])
+        elif quick:
+            log.merge(seqs)
+            total = report.rows["history"] if entries is not None else None
+            _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn, log, total)))
         else:
             _guarded(log, "history seqs", lambda: check_contiguity(conn, log))
-        if side is not None:
-            side_stats, side_log = side.result()
-            stats.merge(side_stats)
-            log.merge(side_log)
-        elif quick:
-            _guarded(log, "history versions", lambda: stats.merge(stats_from_columns(conn, log)))
         report.record_versions = {str(v): n for v, n in sorted(stats.versions.items(), key=_version_order)}
         report.downgrades = version_findings(conn, stats, log, users="sessions" in present)
     if ahead is not None:
         log.merge(ahead[1])
     else:
-        _guarded(log, "orphans", lambda: _orphans(conn, present, log))
+        _guarded(log, "orphans", lambda: check_orphans(conn, present, log, report.rows if quick else None))
+
+
+def _contiguity(conn: ReadOnlyConnection, log: FindingLog) -> int | None:
+    """check_contiguity, guarded; the key index's entry count (None: count the table apart)."""
+    entries: list[int | None] = [None]
+
+    def run() -> None:
+        entries[0] = check_contiguity(conn, log)
+
+    _guarded(log, "history seqs", run)
+    return entries[0]
 
 
 def _ahead(conn: ReadOnlyConnection, present: set[str], max_per_code: int) -> tuple[FindingLog, FindingLog]:
@@ -191,7 +184,7 @@ def _ahead(conn: ReadOnlyConnection, present: set[str], max_per_code: int) -> tu
     seqs, orphans = FindingLog(max_per_code), FindingLog(max_per_code)
     if "history" in present:
         _guarded(seqs, "history seqs", lambda: check_contiguity(conn, seqs))
-    _guarded(orphans, "orphans", lambda: _orphans(conn, present, orphans))
+    _guarded(orphans, "orphans", lambda: check_orphans(conn, present, orphans))
     return seqs, orphans
 
 
@@ -224,22 +217,6 @@ def _scan(conn: ReadOnlyConnection, tables: list[str], report: CheckReport, log:
         if unit.error is not None:
             log.add("sqlite-integrity", f"table {unit.table} could not be read to the end: {unit.error}",
                     table=unit.table)
-
-
-def _orphans(conn: ReadOnlyConnection, present: set[str], log: FindingLog) -> None:
-    """Rows whose parent row does not exist. The parents referenced are found first through
-    the child's index (covering, no table scan); only children of missing parents are read."""
-    for code, table, key, column, parent, parent_key, noun in _ORPHANS:
-        if table not in present or parent not in present:
-            continue
-        missing = (f"SELECT CAST({column} AS BLOB) FROM {table} GROUP BY {column} HAVING NOT EXISTS"
-                   f" (SELECT 1 FROM {parent} p WHERE p.{parent_key} = {table}.{column})")
-        for (raw,) in conn.execute(missing).fetchall():  # raw bytes: exact even when not valid UTF-8
-            ref = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-            sql = f"SELECT {key} FROM {table} WHERE {column} = CAST(? AS TEXT) ORDER BY rowid"
-            for (row_key,) in conn.execute(sql, (raw,)):
-                log.add(code, f"{table} {row_key!r}: its {noun} {ref!r} does not exist in {parent}",
-                        table=table, key=str(row_key))
 
 
 def _lease(path: str | os.PathLike[str], report: CheckReport, log: FindingLog) -> None:

@@ -1,8 +1,9 @@
 """check's per-record pass: seq contiguity, record versions, the downgrade triage.
 
-Contiguity is computed in SQL (count, distinct count, min, max per record over the
-primary-key index), and only a record that fails it is read seq by seq to name its gaps and
-duplicates. Versions come from the row scan (full check) or from the ``v`` column (quick).
+Contiguity is computed in SQL: one GROUP BY count over the primary-key index, each record's
+first and last seq by a seek, and only when some record fails it are the flagged records read
+seq by seq to name their gaps and duplicates. Versions come from the row scan (full check) or
+from the ``v`` column (quick).
 """
 
 from __future__ import annotations
@@ -33,17 +34,43 @@ class DowngradeRecord(BaseModel):
     tell_the_user: str = USER_MESSAGE
 
 
-def check_contiguity(conn: Any, log: FindingLog) -> None:
+def check_contiguity(conn: Any, log: FindingLog) -> int | None:
     """Add record-seq-gap / record-seq-duplicate findings for every record that needs them.
 
-    With the (record_id, seq) primary key a seq cannot repeat, so min = 1 and max = count
-    is exact and needs no DISTINCT; a table that lost its key (a rebuild) is checked with it.
+    Returns how many entries history's primary-key index holds (what ``count(*)`` counts
+    there), or None for a table that lost its key (a rebuild), which is checked with
+    ``count(DISTINCT seq)`` and not counted here.
+
+    A record is flagged, as before, when ``min(seq) != 1 OR max(seq) != count(*)`` (with the
+    (record_id, seq) primary key a seq cannot repeat, so that is exact). The one pass over the
+    index now computes only each record's count; its first and last seq are two seeks. The
+    first seq found by a seek is an entry SQLite would skip as NULL in ``min()`` (damage in a
+    NOT NULL column), so a record whose seek does not give exactly 1 is only a suspect: when
+    there is any, the flagged records are found with the three aggregates, as they were.
     """
-    if conn.execute("SELECT 1 FROM pragma_index_list('history') WHERE origin = 'pk'").fetchone():
-        sql = "SELECT record_id FROM history GROUP BY record_id HAVING min(seq) != 1 OR max(seq) != count(*)"
-    else:
-        sql = ("SELECT record_id FROM history GROUP BY record_id"
-               " HAVING count(*) != count(DISTINCT seq) OR min(seq) != 1 OR max(seq) != count(*)")
+    if not conn.execute("SELECT 1 FROM pragma_index_list('history') WHERE origin = 'pk'").fetchone():
+        _flagged(conn, log, "SELECT record_id FROM history GROUP BY record_id"
+                 " HAVING count(*) != count(DISTINCT seq) OR min(seq) != 1 OR max(seq) != count(*)")
+        return None
+    entries, suspects = conn.execute(_SUSPECTS_SQL).fetchone()
+    if suspects:
+        _flagged(conn, log, "SELECT record_id FROM history GROUP BY record_id"
+                 " HAVING min(seq) != 1 OR max(seq) != count(*)")
+    return entries
+
+
+_SUSPECTS_SQL = (
+    "SELECT coalesce(sum(n), 0), count(*) FILTER (WHERE"
+    " (SELECT seq FROM history h WHERE h.record_id = g.record_id ORDER BY seq LIMIT 1) IS NOT 1"
+    " OR n IS NOT (SELECT max(seq) FROM history h WHERE h.record_id = g.record_id))"
+    " FROM (SELECT record_id, count(*) AS n FROM history GROUP BY record_id) g")
+"""(entries, suspect records) in one pass over the key index: a record is a suspect unless its
+first entry's seq is 1 and its last seq equals its count. Every record the three aggregates
+flag is a suspect: max(seq) is the last seq either way, and where min(seq) is not 1 the first
+entry's seq is either that minimum or a NULL before it."""
+
+
+def _flagged(conn: Any, log: FindingLog, sql: str) -> None:
     for (record_id,) in conn.execute(sql).fetchall():
         seqs = [s for (s,) in conn.execute("SELECT seq FROM history WHERE record_id = ? ORDER BY seq", (record_id,))]
         _report_record(record_id, seqs, log)
@@ -62,18 +89,20 @@ def _report_record(record_id: str, seqs: list[int], log: FindingLog) -> None:
         previous, expected = seq, max(expected, seq + 1)
 
 
-def stats_from_columns(conn: Any, log: FindingLog) -> RecordStats:
+def stats_from_columns(conn: Any, log: FindingLog, total: int | None = None) -> RecordStats:
     """Quick mode: record versions and unknown types from the ``v`` and ``type`` columns only.
 
     One pass counting the unusual rows (no sort, one aggregate step per unusual row only)
     answers the usual case, every entry current and of a known type: the count of rows then
-    comes from the primary-key index, as the report's row count does. Only otherwise is the
-    table read again to build the histogram and place the legacy, newer and unknown entries.
+    comes from the primary-key index, as the report's row count does (``total``: that count,
+    when the caller has it already). Only otherwise is the table read again to build the
+    histogram and place the legacy, newer and unknown entries.
     """
     stats = RecordStats()
     unusual = conn.execute(_UNUSUAL_SQL, (RECORD_FORMAT_VERSION, *ENTRY_TYPES)).fetchone()[0]
     if not unusual:
-        total = conn.execute("SELECT count(*) FROM history").fetchone()[0]
+        if total is None:
+            total = conn.execute("SELECT count(*) FROM history").fetchone()[0]
         if total:
             stats.versions[RECORD_FORMAT_VERSION] = total
         return stats
