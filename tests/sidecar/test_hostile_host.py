@@ -314,3 +314,39 @@ def test_a_host_that_writes_without_reading_is_held_up_and_the_sidecar_memory_st
                 break
         writer.join(10)
         assert answered == set(range(count))
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_store_opens_is_a_clean_exit_0(tmp_path, sig):
+    db = tmp_path / "s.db"
+    code = ("import os, signal, sys; import steerable_agent_runtime.sidecar.__main__ as m\n"
+            "orig = m.open_storage\n"
+            f"def opening(path):\n    os.kill(os.getpid(), signal.{sig}); return orig(path)\n"
+            f"m.open_storage = opening; sys.exit(m.main(['--storage-path', {str(db)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], stdin=subprocess.PIPE, capture_output=True, cwd=ROOT, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert b"Traceback" not in proc.stderr and proc.stdout == b""
+    assert _record(db) == []  # the store was created, closed and its lease released
+
+
+def test_sigint_mid_stream_keeps_the_partial_turn_and_a_later_start_resumes_it(spawn, tmp_path):
+    db = str(tmp_path / "s.db")
+    with ReplayServer([text_reply([f"p{i} " for i in range(300)], delay_s=0.02), text_reply(["resumed."])]) as model:
+        sc = spawn("--storage-path", db)
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", _stream(model))["streamId"]
+        sc.wait(lambda: len(sc.notifications_of("stream.chunk", stream_id)) >= 3, what="three chunks")
+        sc.proc.send_signal(signal.SIGINT)
+        assert sc.exit_code() == 0
+        assert sc.notifications_of("stream.done", stream_id)[0]["status"] == "cancelled"
+        partial = "".join(c.get("delta", "") for c in sc.notifications_of("stream.chunk", stream_id))
+        assert not any("Traceback" in line for line in sc.stderr_lines)
+        again = spawn("--storage-path", db)
+        again.wait_ready()
+        resumed = again.call("agent.chat.stream", {**_stream(model), "resume": True, "messages": []})["streamId"]
+        assert again.wait_done(resumed)["status"] == "completed"
+        sent = model.requests[-1].json()["messages"]
+        assert [m["role"] for m in sent] == ["user", "assistant"] and sent[1]["content"] == partial
+        again.close_stdin()
+        assert again.exit_code() == 0

@@ -1,6 +1,7 @@
 """``steerable-sidecar`` / ``python -m steerable_agent_runtime.sidecar``: parse, open, serve, exit.
 
-Exit codes: 0 after a shutdown (system.shutdown, SIGTERM, stdin EOF); 2 bad arguments; 3 the
+Exit codes: 0 after a shutdown (system.shutdown, SIGTERM or SIGINT, also one that came while it
+was starting, stdin EOF, the host closing stdout); 2 bad arguments; 3 the
 store cannot be opened (a held lease: the StoreAlreadyOwnedError message on stderr).
 """
 
@@ -69,12 +70,23 @@ async def serve(storage: Any, proto_fd: int, info: dict[str, Any]) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
+    if _EARLY_SIGNALS:  # asked to stop while it was starting: a clean shutdown right away
+        sidecar.stop.set()
     sys.stderr.write(f"{READY_MARKER} {json.dumps(sidecar.info, separators=(',', ':'))}\n")
     sys.stderr.flush()
     await sidecar.serve()
 
 
+_EARLY_SIGNALS: list[int] = []
+
+
+def _remember_signal(signum: int, frame: Any) -> None:
+    _EARLY_SIGNALS.append(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    for sig in (signal.SIGTERM, signal.SIGINT):  # a stop asked for while starting: honoured once up
+        signal.signal(sig, _remember_signal)
     args = parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -94,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"steerable-sidecar: error: {args.storage_path}: cannot open the store ({type(exc).__name__}: {exc})\n"
                          "steerable-sidecar: hint: check the path; if it is right, report this with --log-level debug output\n")
         return 3
+    if _EARLY_SIGNALS:  # asked to stop while the store was opening: close it, exit 0
+        asyncio.run(storage.close())
+        return 0
     info = {"protocol": "jsonrpc-2.0", "storage": "sqlite" if args.storage_path else "memory",
             "storagePath": os.path.abspath(args.storage_path) if args.storage_path else None}
     asyncio.run(serve(storage, proto_fd, info))
