@@ -137,12 +137,13 @@ def _record(db) -> list[dict]:
 class RawSidecar:
     """The sidecar with pipes this test handles itself (the harness always reads stdout)."""
 
-    def __init__(self, db: str) -> None:
+    def __init__(self, db: str, *, read_stderr: bool = True) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "steerable_agent_runtime.sidecar", "--storage-path", db],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
         self.stderr: list[bytes] = []
-        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+        if read_stderr:
+            threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
         assert json.loads(self.proc.stdout.readline())["method"] == "lifecycle.ready"
 
     def send(self, message: dict) -> None:
@@ -156,7 +157,7 @@ class RawSidecar:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        for pipe in (self.proc.stdin, self.proc.stdout):
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 pipe.close()
             except OSError:
@@ -350,3 +351,30 @@ def test_sigint_mid_stream_keeps_the_partial_turn_and_a_later_start_resumes_it(s
         assert [m["role"] for m in sent] == ["user", "assistant"] and sent[1]["content"] == partial
         again.close_stdin()
         assert again.exit_code() == 0
+
+
+def test_a_host_that_never_reads_stderr_still_gets_answers_and_can_stop_the_sidecar(tmp_path):
+    with RawSidecar(str(tmp_path / "s.db"), read_stderr=False) as sc:
+        # 3000 responses to requests the sidecar never sent: one stderr warning each (~400 KB)
+        sc.proc.stdin.write(b"".join(b'{"jsonrpc":"2.0","id":"sc-%d","result":{}}\n' % i for i in range(3000)))
+        sc.send({"jsonrpc": "2.0", "id": 1, "method": "system.ping"})
+        answer: list[bytes] = []
+        reader = threading.Thread(target=lambda: answer.append(sc.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(15)
+        assert answer and json.loads(answer[0])["result"]["pong"] is True
+        sc.proc.send_signal(signal.SIGTERM)
+        assert sc.proc.wait(15) == 0
+        log = sc.proc.stderr.read().decode()  # what the pipe held; the rest was dropped, not waited for
+    assert "ignored a response" in log and len(log) < 200_000
+
+
+def test_the_stderr_log_says_how_many_lines_it_dropped_once_the_host_reads_it(tmp_path):
+    with RawSidecar(str(tmp_path / "s.db"), read_stderr=False) as sc:
+        sc.proc.stdin.write(b"".join(b'{"jsonrpc":"2.0","id":"sc-%d","result":{}}\n' % i for i in range(3000)))
+        sc.send({"jsonrpc": "2.0", "id": 1, "method": "system.ping"})
+        assert json.loads(sc.proc.stdout.readline())["result"]["pong"] is True
+        sc.proc.stdin.close()
+        log = sc.proc.stderr.read().decode()  # the host reads stderr now, up to the sidecar's exit
+        assert sc.proc.wait(15) == 0
+    assert "log lines were dropped: nobody read stderr" in log

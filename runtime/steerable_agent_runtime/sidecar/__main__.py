@@ -54,7 +54,9 @@ def open_storage(path: str | None) -> Any:
     return SqliteStorage(path)
 
 
-async def serve(storage: Any, proto_fd: int, info: dict[str, Any]) -> None:
+async def serve(storage: Any, proto_fd: int, info: dict[str, Any], say: Any = None) -> None:
+    """Serve on stdin and ``proto_fd`` until a shutdown; ``say(line)`` writes the ready line to
+    stderr (default: sys.stderr)."""
     from ..transport.stdio import SHUTDOWN_WRITE_WAIT_S, StdioJsonRpcTransport
     from .app import Sidecar
 
@@ -72,8 +74,12 @@ async def serve(storage: Any, proto_fd: int, info: dict[str, Any]) -> None:
         signal.signal(sig, on_signal)
     if _EARLY_SIGNALS:  # asked to stop while it was starting: a clean shutdown right away
         sidecar.stop.set()
-    sys.stderr.write(f"{READY_MARKER} {json.dumps(sidecar.info, separators=(',', ':'))}\n")
-    sys.stderr.flush()
+    ready = f"{READY_MARKER} {json.dumps(sidecar.info, separators=(',', ':'))}"
+    if say is not None:
+        say(ready)
+    else:
+        sys.stderr.write(ready + "\n")
+        sys.stderr.flush()
     await sidecar.serve()
 
 
@@ -88,8 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):  # a stop asked for while starting: honoured once up
         signal.signal(sig, _remember_signal)
     args = parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .logsink import StderrSink
+
+    sink = StderrSink(2)  # never blocks: a host may never read stderr
+    sink.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=args.log_level.upper(), handlers=[sink])
+    try:
+        return _run(args, sink)
+    finally:
+        sink.drain(1.0)  # the last lines out, if anyone reads them
+
+
+def _run(args: argparse.Namespace, sink: Any) -> int:
     proto_fd = take_stdout()
     from ..errors import SteerableError
 
@@ -111,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     info = {"protocol": "jsonrpc-2.0", "storage": "sqlite" if args.storage_path else "memory",
             "storagePath": os.path.abspath(args.storage_path) if args.storage_path else None}
-    asyncio.run(serve(storage, proto_fd, info))
+    asyncio.run(serve(storage, proto_fd, info, say=sink.write_line))
     return 0
 
 
