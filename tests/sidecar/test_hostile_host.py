@@ -378,3 +378,21 @@ def test_the_stderr_log_says_how_many_lines_it_dropped_once_the_host_reads_it(tm
         log = sc.proc.stderr.read().decode()  # the host reads stderr now, up to the sidecar's exit
         assert sc.proc.wait(15) == 0
     assert "log lines were dropped: nobody read stderr" in log
+
+
+def test_host_tool_answers_of_the_wrong_types_are_failed_calls(spawn):
+    from .openai_sse import tool_reply
+
+    answers = {"call_0": {"success": "no", "data": "x"}, "call_1": {"success": 1}, "call_2": {"success": True, "error": 5},
+               "call_3": {"success": True, "data": "fine"}}
+    tools = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object", "properties": {}}}}]
+    calls = [(call_id, "echo", {"n": n}) for n, call_id in enumerate(answers)]
+    with ReplayServer([tool_reply(calls), text_reply(["ok"])]) as model:
+        sc = spawn(on_reverse=lambda method, params: answers[params["callId"]])
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", {**_stream(model), "tools": tools})["streamId"]
+        assert sc.wait_done(stream_id)["status"] == "completed"
+        results = {c["toolResult"]["id"]: c["toolResult"] for c in sc.notifications_of("stream.chunk", stream_id)
+                   if "toolResult" in c}
+        assert [results[f"call_{n}"]["success"] for n in range(4)] == [False, False, False, True], results
+        assert all("not a ToolResult" in results[f"call_{n}"]["error"] for n in range(3))

@@ -89,7 +89,9 @@ def _as_result(name: str, answer: Any) -> ToolResult:
     if not isinstance(answer, dict):
         return ToolResult(success=False, error=f"the host answered tool.invoke for {name} with {type(answer).__name__}, not a ToolResult object")
     try:
-        return ToolResult.model_validate({k: v for k, v in answer.items() if k in ("success", "data", "error", "needs_followup")})
+        # strict: {"success": "no"} must not read as a success
+        return ToolResult.model_validate({k: v for k, v in answer.items() if k in ("success", "data", "error", "needs_followup")},
+                                         strict=True)
     except ValidationError as exc:
         return ToolResult(success=False, error=f"the host's answer for {name} is not a ToolResult: {exc.errors()[0]['msg']}")
 
