@@ -396,3 +396,15 @@ def test_host_tool_answers_of_the_wrong_types_are_failed_calls(spawn):
                    if "toolResult" in c}
         assert [results[f"call_{n}"]["success"] for n in range(4)] == [False, False, False, True], results
         assert all("not a ToolResult" in results[f"call_{n}"]["error"] for n in range(3))
+
+
+def test_creating_a_session_over_an_existing_id_changes_nothing(spawn, tmp_path):
+    sc = spawn("--storage-path", str(tmp_path / "s.db"))
+    sc.wait_ready()
+    made = sc.call("agent.session.create", {"chatId": "c1", "sessionId": "s", "scenario": "mine"})
+    assert sc.call("agent.session.create", {"chatId": "c1", "sessionId": "s"}) == made  # a retried create
+    err = sc.request("agent.session.create", {"chatId": "c2", "sessionId": "s"})["error"]
+    assert err["code"] == -32602 and err["data"]["field"] == "sessionId" and err["data"]["hint"]
+    assert sc.call("agent.session.get", {"sessionId": "s"}) == made
+    steer = sc.request("agent.chat.steer", {"streamId": "st-x", "content": ""})["error"]
+    assert steer["code"] == -32602 and steer["data"]["field"] == "content"

@@ -79,7 +79,7 @@ class StreamRef(Params):
 
 class ChatSteer(Params):
     stream_id: str = Field(min_length=1)
-    content: str
+    content: str = Field(min_length=1)  # an empty user message helps no model
 
 
 class HistoryGet(Params):

@@ -2,7 +2,8 @@
 
 Each handler takes its validated params and returns a JSON-ready result. Every write goes
 through the StorageAdapter, so ``steerable-maint`` sees it while the sidecar runs. A missing
-session or trace is -32001; a record from a newer build is -32003 (RecordFormatError: the
+session or trace is -32001; creating a session over an existing one is -32602 (a retried create
+of the same chat and user returns it unchanged); a record from a newer build is -32003 (RecordFormatError: the
 record is not modified).
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from ..models import AgentSession, utc_now
 from ..storage import StorageAdapter
-from ..transport.jsonrpc import NOT_FOUND, RpcError
+from ..transport.jsonrpc import INVALID_PARAMS, NOT_FOUND, RpcError
 from . import params as p
 
 
@@ -29,6 +30,17 @@ class RecordMethods:
         self.storage = storage
 
     async def session_create(self, args: p.SessionCreate) -> dict[str, Any]:
+        """A new session. An existing ``sessionId`` is never overwritten: the same chat and user
+        (a retried create) get the stored session back unchanged; anything else is -32602."""
+        if args.session_id is not None:
+            existing = await self.storage.get_session(args.session_id)
+            if existing is not None:
+                if (existing.chat_id, existing.user_id) == (args.chat_id, args.user_id):
+                    return existing.to_wire()
+                raise RpcError(INVALID_PARAMS, f"session {args.session_id!r} already exists (chat {existing.chat_id!r}, "
+                               f"user {existing.user_id!r}); it was not changed",
+                               hint="omit sessionId for a fresh one, or change it with agent.session.update",
+                               data={"field": "sessionId", "sessionId": args.session_id})
         now = utc_now()
         session = AgentSession(
             session_id=args.session_id or uuid.uuid4().hex, user_id=args.user_id, chat_id=args.chat_id,
