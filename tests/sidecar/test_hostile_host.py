@@ -408,3 +408,25 @@ def test_creating_a_session_over_an_existing_id_changes_nothing(spawn, tmp_path)
     assert sc.call("agent.session.get", {"sessionId": "s"}) == made
     steer = sc.request("agent.chat.steer", {"streamId": "st-x", "content": ""})["error"]
     assert steer["code"] == -32602 and steer["data"]["field"] == "content"
+
+
+def _strict_json(line: bytes) -> dict:
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} on stdout")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_a_model_that_sends_nan_never_puts_non_json_on_stdout(spawn):
+    from .openai_sse import tool_reply
+
+    tools = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object", "properties": {}}}}]
+    with ReplayServer([tool_reply([("call_1", "echo", {"x": float("nan"), "y": float("inf")})]), text_reply(["ok"])]) as model:
+        sc = spawn(on_reverse=lambda method, params: {"success": True, "data": params["arguments"]})
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", {**_stream(model), "tools": tools})["streamId"]
+        sc.wait_done(stream_id)
+        for line in list(sc.lines):
+            _strict_json(line)
+        call = next(c["toolCall"] for c in sc.notifications_of("stream.chunk", stream_id) if "toolCall" in c)
+        assert call["arguments"] == {"x": None, "y": None}

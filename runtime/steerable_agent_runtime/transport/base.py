@@ -7,7 +7,27 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
+# built once (json.dumps with separators builds one per call); allow_nan=False: NaN is no JSON
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def dumps(value: Any) -> str:
+    """Compact ASCII JSON; a NaN or infinity (a model or a host tool can produce one, and
+    every JSON parser refuses it) is written as null."""
+    try:
+        return _ENCODER.encode(value)
+    except ValueError:  # only a non-finite float makes this encoder fail
+        return _ENCODER.encode(_finite(value))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -30,7 +50,7 @@ class SSEEvent:
         head = f"event: {self.event}\n"
         if self.id is not None:
             head += f"id: {self.id}\n"
-        return (head + "data: " + _ENCODER.encode(self.data) + "\n\n").encode()
+        return (head + "data: " + dumps(self.data) + "\n\n").encode()
 
 
 @runtime_checkable

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SteerableError
+from .base import dumps
 from .frame_check import MAX_DEPTH, find_problem
 
 PARSE_ERROR = -32700
@@ -81,12 +82,10 @@ class Response:
 Frame = Request | Notification | Response | RpcError
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"))  # built once: json.dumps with separators builds one per call
-
-
 def encode(message: dict[str, Any]) -> bytes:
-    """One newline-terminated ASCII JSON line."""
-    return (_ENCODER.encode(message) + "\n").encode()
+    """One newline-terminated ASCII JSON line (a NaN or infinity written as null: see
+    ``base.dumps``)."""
+    return (dumps(message) + "\n").encode()
 
 
 def result_message(request_id: str | int, result: Any) -> dict[str, Any]:
