@@ -15,6 +15,7 @@ from .errors import (
     ExportError,
     ExtraNotInstalledError,
     HistorySeqConflictError,
+    HookError,
     NotAStoreError,
     OutputExistsError,
     RecordFormatError,
@@ -51,7 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AgentSession", "ChatMessage", "CompactionBoundary", "ConfigValueError", "DataIntegrityError",
     "DatabaseDamagedError", "ExitCode", "ExportError", "ExtraNotInstalledError", "HarnessTrace", "HistoryItem",
-    "HistoryReader", "HistorySeed", "HistorySeqConflictError", "InMemoryStorage", "LLMMessage", "NotAStoreError",
+    "HistoryReader", "HistorySeed", "HistorySeqConflictError", "HookError", "InMemoryStorage", "LLMMessage", "NotAStoreError",
     "OutputExistsError", "RECORD_FORMAT_VERSION", "RecordFormatError", "RepairInterruptedError", "SCHEMA_VERSION",
     "SchemaTooNewError", "SqliteStorage", "SteerableError", "StorageAdapter", "StoreAccessError",
     "StoreAlreadyOwnedError", "StoreAuthError",

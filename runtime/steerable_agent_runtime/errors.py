@@ -77,6 +77,13 @@ class UsageError(SteerableError):
     default_hint = "run the command with --help"
 
 
+class HookError(UsageError):
+    """A loop hook raised, or returned something other than its documented type: the turn ends failed."""
+
+    kind = "hook"
+    default_hint = "fix the hook: it must return its documented type or None, and not raise"
+
+
 class NotAStoreError(SteerableError):
     """The path is missing, a directory, unreadable, empty, not SQLite, or not our store."""
 

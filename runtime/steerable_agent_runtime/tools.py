@@ -6,8 +6,11 @@ Guarantees of :meth:`ToolRouter.dispatch` (RUNTIME.md, "Tools"):
 - every other outcome is a :class:`ToolResult`, never an exception: an unknown tool is a failed
   result naming the closest names; arguments that fail the schema (or were not JSON at all) are a
   failed result naming the argument, and the handler is not called; a handler exception is a
-  failed result with its message; a returned ToolResult is kept, a dict is kept as ``data``,
-  anything else becomes ``data``; data that is not JSON-serialisable is a failed result.
+  failed result with its type and message (cut at MAX_ERROR_CHARS; also SystemExit,
+  GeneratorExit and a CancelledError the handler raised itself: only KeyboardInterrupt and a real
+  cancel of the calling task propagate); a returned ToolResult is kept, a dict is kept as
+  ``data``, a pydantic model or a dataclass is dumped, anything else becomes ``data``; data that
+  is not JSON (NaN and infinities included) is a failed result.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import copy
 import difflib
 import inspect
 import json
+import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
@@ -25,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .errors import SteerableError, UsageError
 from .models import ToolCall
+from .tooloutcome import MAX_ERROR_CHARS, handler_failed, json_data, tool_failure
 
 ToolMode = Literal["read", "safe_write", "destructive", "local", "external"]
 TOOL_MODES: tuple[str, ...] = ("read", "safe_write", "destructive", "local", "external")
@@ -33,6 +39,9 @@ CONSENT_MODES: frozenset[str] = frozenset({"local", "destructive"})
 RAW_ARGUMENTS_KEY = "__raw_arguments__"
 """Key of the one-entry ``arguments`` dict a provider builds when the model's arguments are not
 a JSON object (see :func:`decode_arguments`); dispatch answers such a call with a failed result."""
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""The tool names every provider accepts (OpenAI's and Anthropic's rule; Gemini also takes dots)."""
 
 CONTEXT_PARAMETER = "context"
 """A handler parameter of this name is not part of the schema: it receives dispatch's ``context``."""
@@ -78,7 +87,13 @@ class ToolResult(BaseModel):
             body["error"] = self.error
         if self.needs_followup:
             body["needsFollowup"] = True
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate (a surrogateescape'd file name): its JSON escape
+                text = json.dumps(body, separators=(",", ":"))
+        return text
 
 
 class ToolConsentError(SteerableError):
@@ -124,13 +139,19 @@ def _schema(spec: ToolSpec) -> dict[str, Any]:
 def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | None = None) -> ToolSpec:
     """Build a ToolSpec from ``fn``'s signature: one schema field per parameter (hint and default).
 
-    Raises UsageError for an unknown mode, a ``*args``/``**kwargs`` parameter or a parameter
-    without a type hint (the schema could not say what the model must send).
+    Raises UsageError for a name providers refuse (not 1-64 of ``A-Za-z0-9_-``; a lambda needs
+    ``name=``), an unknown mode, a ``*args``/``**kwargs`` parameter, a parameter without a type
+    hint or with a hint that does not resolve, or one the schema cannot carry (a leading
+    underscore, a pydantic ``model_`` name): the schema could not say what the model must send.
+    A ``functools.partial`` or a callable object registers from its signature.
     """
-    tool_name = name or fn.__name__
+    tool_name = name if name is not None else getattr(fn, "__name__", None)
+    if not isinstance(tool_name, str) or not TOOL_NAME.fullmatch(tool_name):
+        raise UsageError(f"tool name {tool_name!r} is not 1-64 letters, digits, '_' or '-'",
+                         hint="pass name='...' (providers refuse other tool names)")
     if mode not in TOOL_MODES:
         raise UsageError(f"tool {tool_name!r}: unknown mode {mode!r}", hint=f"use one of {', '.join(TOOL_MODES)}")
-    hints = get_type_hints(fn)
+    hints = _hints(fn, tool_name)
     fields: dict[str, Any] = {}
     takes_context = False
     for param in inspect.signature(fn).parameters.values():
@@ -145,9 +166,27 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
                              hint="annotate it (the JSON schema is built from the type hints)")
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hints[param.name], default)
-    model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    with warnings.catch_warnings():  # a name shadowing BaseModel's is refused just below
+        warnings.simplefilter("ignore")
+        model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    for dropped in [n for n in fields if n not in model.model_fields or hasattr(BaseModel, n)]:
+        raise UsageError(f"tool {tool_name!r}: parameter {dropped!r} cannot be a schema field",
+                         hint="rename it (no leading underscore, no 'model_' prefix)")
     doc = description if description is not None else inspect.getdoc(fn) or ""
     return ToolSpec(tool_name, doc, mode, fn, model, takes_context)  # type: ignore[arg-type]
+
+
+def _hints(fn: Handler, tool_name: str) -> dict[str, Any]:
+    """The resolved type hints of ``fn``'s parameters (from its signature for a partial or an object)."""
+    try:
+        try:
+            return get_type_hints(fn)
+        except TypeError:  # not a function: a functools.partial, a callable object
+            parameters = inspect.signature(fn, eval_str=True).parameters.values()
+            return {p.name: p.annotation for p in parameters if p.annotation is not p.empty}
+    except (NameError, TypeError, SyntaxError) as exc:
+        raise UsageError(f"tool {tool_name!r}: its type hints do not resolve ({exc})",
+                         hint="import every type its parameters name") from exc
 
 
 class ToolRouter:
@@ -209,8 +248,10 @@ class ToolRouter:
             arguments[CONTEXT_PARAMETER] = context
         try:
             value = await _invoke(spec.handler, arguments)
-        except Exception as exc:  # noqa: BLE001 - a handler's failure is the model's to read, not the loop's
-            return ToolResult.failed(f"tool {spec.name!r} raised {type(exc).__name__}: {exc}")
+        except BaseException as exc:  # noqa: BLE001 - a handler's failure is the model's to read, not the loop's
+            if not handler_failed(exc):
+                raise
+            return ToolResult.failed(tool_failure(spec.name, exc))
         return _as_result(spec.name, value)
 
     async def execute(self, call: ToolCall, ctx: Any = None) -> ToolResult:
@@ -262,10 +303,11 @@ def _as_result(name: str, value: Any) -> ToolResult:
         result = ToolResult(success=True, data=value.model_dump(mode="json", by_alias=True))
     else:
         result = ToolResult(success=True, data=value)
-    try:
-        json.dumps(result.data)
-    except (TypeError, ValueError) as exc:
-        return ToolResult.failed(f"tool {name!r} returned data that is not JSON-serialisable: {exc}")
+    data, why = json_data(result.data)
+    if why is not None:
+        return ToolResult.failed(f"tool {name!r} returned data that is not JSON-serialisable: {why}")
+    if data is not result.data:
+        result = result.model_copy(update={"data": data})
     return result
 
 
@@ -288,6 +330,6 @@ def tool(*, router: ToolRouter | None = None, description: str | None = None, mo
 
 
 __all__ = [
-    "CONSENT_MODES", "CONTEXT_PARAMETER", "RAW_ARGUMENTS_KEY", "TOOL_MODES", "ToolCall", "ToolConsentError",
+    "CONSENT_MODES", "CONTEXT_PARAMETER", "MAX_ERROR_CHARS", "RAW_ARGUMENTS_KEY", "TOOL_MODES", "ToolCall", "ToolConsentError",
     "ToolMode", "ToolResult", "ToolRouter", "ToolSpec", "build_spec", "decode_arguments", "tool",
 ]

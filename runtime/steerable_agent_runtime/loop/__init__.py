@@ -19,10 +19,12 @@ from .hooks import (
 )
 from .record import INTERRUPTED_ERROR, RecordWriter, repair_dangling
 from .toolbatch import Approver
+from .turn import MAX_ATTEMPTS_PER_REQUEST
 
 __all__ = [
     "EVENT_KINDS",
     "INTERRUPTED_ERROR",
+    "MAX_ATTEMPTS_PER_REQUEST",
     "Approver",
     "CacheDriftMonitor",
     "ChainHooks",

@@ -24,7 +24,7 @@ class LoopConfig:
       turn with ``budget_exhausted`` (reason ``budget_tokens``).
     - ``temperature`` / ``max_tokens`` (None): passed to every provider request when set.
 
-    Raises UsageError for a limit below 1.
+    Raises UsageError for a limit below 1 (or not a whole number; a timeout that is NaN).
     """
 
     max_rounds: int = 32
@@ -38,13 +38,17 @@ class LoopConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_rounds", "max_tool_errors"):
-            if getattr(self, name) < 1:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise UsageError(f"LoopConfig.{name} must be a whole number, got {value!r}",
+                                 hint=f"pass {name}=1 or more")
+            if value < 1:
                 raise UsageError(f"LoopConfig.{name} must be at least 1, got {getattr(self, name)}",
                                  hint=f"pass {name}=1 or more")
-        if self.tool_timeout_s <= 0:
+        if not self.tool_timeout_s > 0:  # also NaN
             raise UsageError(f"LoopConfig.tool_timeout_s must be positive, got {self.tool_timeout_s}",
                              hint="pass a timeout in seconds, e.g. 300")
-        if self.budget_tokens is not None and self.budget_tokens < 1:
+        if self.budget_tokens is not None and not self.budget_tokens >= 1:
             raise UsageError(f"LoopConfig.budget_tokens must be at least 1, got {self.budget_tokens}",
                              hint="pass None for no token budget")
 

@@ -13,7 +13,8 @@ Guarantees:
   transcript of the next request; a crash loses at most the round in flight.
 - ``cancel()`` winds the turn down at the next chunk or tool boundary; the record then holds
   the partial assistant text and a result for every call.
-- ``run`` raises UsageError at once for an empty transcript or while another turn runs.
+- ``run`` raises UsageError at once for an empty transcript, a tool result whose call no earlier
+  message made, or while another turn runs.
 """
 
 from __future__ import annotations
@@ -31,12 +32,24 @@ from .events import LoopEvent
 from .hooks import LoopHooks, NoopHooks
 from .rounds import turn_events
 from .toolbatch import Approver, ToolBatch
+from .unicode import has_lone_surrogate
 
 _DEFAULT_CONFIG = LoopConfig()  # frozen: one instance serves every loop created without a config
 
 
 def _as_message(message: LLMMessage | Mapping[str, Any]) -> LLMMessage:
     return message if isinstance(message, LLMMessage) else LLMMessage.model_validate(message)
+
+
+def _orphan_result(transcript: list[LLMMessage]) -> tuple[int, str | None] | None:
+    """(index, call id) of the first tool result no earlier assistant message called, or None."""
+    called: set[Any] = set()
+    for index, message in enumerate(transcript):
+        if message.tool_calls:
+            called.update(call.get("id") for call in message.tool_calls)
+        elif message.role == "tool" and message.tool_call_id not in called:
+            return index, message.tool_call_id
+    return None
 
 
 class CoreLoop:
@@ -72,6 +85,7 @@ class CoreLoop:
         self._compact = False
         self._running = False
         self._batch: ToolBatch | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None  # the running turn's (cancel from a thread)
 
     # --- control (callable from another task while a turn runs) ---------------------------
 
@@ -84,17 +98,39 @@ class CoreLoop:
         """Queue a user message for the start of the next round (a ``steer`` event when taken)."""
         if not isinstance(text, str) or not text.strip():
             raise UsageError("steer text is empty", hint="pass the message to add to the transcript")
+        if has_lone_surrogate(text):
+            raise UsageError("steer text holds a lone surrogate (not valid Unicode); nothing was queued",
+                             hint="decode the text properly (e.g. errors='replace') before steering")
         self._steer.append(text)
         return True
 
     def cancel(self) -> bool:
-        """Wind the turn down at the next chunk or tool boundary (completion ``cancelled``)."""
+        """Wind the turn down at the next chunk or tool boundary (completion ``cancelled``).
+
+        Safe from any thread: called off the turn's event loop, the flag is set at once and the
+        running tool (or retry wait) is stopped on that loop (``call_soon_threadsafe``)."""
         self._cancel = True
+        owner = self._event_loop
+        if owner is not None and self._batch is not None:
+            try:
+                here = asyncio.get_running_loop()
+            except RuntimeError:
+                here = None
+            if here is not owner:
+                try:
+                    owner.call_soon_threadsafe(self._interrupt)
+                except RuntimeError:  # that loop is closed: the turn is over
+                    pass
+                return True
+        self._interrupt()
+        return True
+
+    def _interrupt(self) -> None:
+        """Stop what the running turn waits on (on the turn's own event loop)."""
         if self._cancel_event is not None:  # a retry's delay is waiting
             self._cancel_event.set()
         if self._batch is not None:
             self._batch.interrupt()
-        return True
 
     def request_compact(self) -> bool:
         """Ask for a manual compaction (``hooks.compact_now``) after the next regular pre_step."""
@@ -115,6 +151,11 @@ class CoreLoop:
         if not transcript:
             raise UsageError("the transcript is empty: the model has nothing to answer",
                              hint="pass at least one message, e.g. {'role': 'user', 'content': '...'}")
+        orphan = _orphan_result(transcript)
+        if orphan is not None:
+            raise UsageError(f"message {orphan[0]} is a tool result for call {orphan[1]!r}, which no earlier "
+                             "assistant message made (providers refuse such a transcript)",
+                             hint="drop that tool message, or keep the assistant message holding its call")
         self._check_start(chat_id)
         return turn_events(self, transcript, chat_id, session, None)
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..errors import RecordFormatError
 from ..history import resume_transcript
 from ..models import LLMMessage
 from ..tools import ToolResult
+from .unicode import clean_message
 
 if TYPE_CHECKING:
     from ..storage import StorageAdapter
@@ -50,7 +52,7 @@ class RecordWriter:
         existing = await resume_transcript(self.storage, self.record_id)
         if list(transcript[: len(existing)]) == existing:
             self.flushed = len(existing)
-            await self.flush(transcript)
+            await self.flush(transcript, clean=False)
         else:
             await self.storage.append_history(
                 self.record_id, [{"type": "seed", "messages": [m.to_wire() for m in transcript]}])
@@ -60,14 +62,37 @@ class RecordWriter:
         """Declare ``transcript`` already in the record (a resume read it from there)."""
         self.flushed = len(transcript)
 
-    async def flush(self, transcript: Sequence[LLMMessage]) -> int:
+    async def flush(self, transcript: Sequence[LLMMessage], *, clean: bool = True) -> int:
         """Append the messages after the flushed ones as item entries (one atomic call).
 
         Returns how many were appended. Storage errors propagate; ``flushed`` only moves once
         the append returned, so a failed flush is retried whole by the next one. The items hold
         the LLMMessage instances: a storage dumps a sound one without validating it again and
         stores the same bytes as for its ``to_wire()`` (history_append.prepare_append).
+        A message holding a lone surrogate (refused by every storage, nothing appended) is
+        replaced, in ``transcript`` itself (a list) and then in the record, by its
+        :func:`.unicode.clean_message` (each one U+FFFD), so the record still equals the
+        transcript; ``clean=False`` (the host's own messages at the start of a run) raises
+        the RecordFormatError instead.
         """
+        try:
+            return await self._append(transcript)
+        except RecordFormatError:
+            if not clean or not isinstance(transcript, list) or not self._clean_tail(transcript):
+                raise
+        return await self._append(transcript)
+
+    def _clean_tail(self, transcript: list[LLMMessage]) -> bool:
+        """Clean the unflushed messages in place; whether any changed."""
+        changed = False
+        for index in range(self.flushed, len(transcript)):
+            cleaned = clean_message(transcript[index])
+            if cleaned is not transcript[index]:
+                transcript[index] = cleaned
+                changed = True
+        return changed
+
+    async def _append(self, transcript: Sequence[LLMMessage]) -> int:
         flushed, count = self.flushed, len(transcript)
         if self.storage is None or count <= flushed:
             self.flushed = count

@@ -16,6 +16,7 @@ flush -> next round; without: ``hooks.before_completion`` -> flush -> completion
 
 from __future__ import annotations
 
+from asyncio import get_running_loop
 from types import AsyncGeneratorType
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                       resume_id: str | None) -> AsyncIterator[LoopEvent]:
     """The events of one turn of ``loop`` (see the module docstring; CoreLoop.run / resume)."""
     loop._running = True
+    loop._event_loop = get_running_loop()
     try:
         record_id = resume_id or loop.record_id or chat_id
         writer = RecordWriter(loop.storage, record_id)
@@ -228,3 +230,4 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
         loop._cancel = False
         loop._cancel_event = None
         loop._batch = None
+        loop._event_loop = None

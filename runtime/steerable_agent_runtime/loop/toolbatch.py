@@ -23,11 +23,14 @@ from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from dataclasses import replace
 from typing import Any
 
+from ..errors import HookError
 from ..models import LLMMessage, ToolCall
+from ..tooloutcome import handler_failed, tool_failure
 from ..tools import CONSENT_MODES, ToolConsentError, ToolResult
 from .config import LoopConfig
 from .deadline import await_until, resume_until
 from .events import LoopEvent
+from .hookcalls import call_hook
 from .hooks import LoopContext, LoopHooks, overrides
 from .spans import NULL_SPAN, NullRun
 
@@ -153,7 +156,9 @@ class ToolBatch:
             if type(result) is not ToolResult:
                 result = _checked(call, result)
             denied = False
-        except Exception as exc:  # noqa: BLE001 - mapped to a failed result as _execute maps it
+        except BaseException as exc:  # noqa: BLE001 - mapped to a failed result as _execute maps it
+            if not handler_failed(exc):
+                raise
             result, denied = self._failure(call, exc)
         else:
             return self._rest(call, ctx, pending, first, started, key, results)
@@ -175,7 +180,9 @@ class ToolBatch:
                 value = await await_until(pending, self._deadline(started), self._arm, self._running.discard)
             else:
                 value = await resume_until(pending, first, self._deadline(started), self._arm, self._running.discard)
-        except Exception as exc:  # noqa: BLE001 - mapped to a failed result as _execute maps it
+        except BaseException as exc:  # noqa: BLE001 - mapped to a failed result as _execute maps it
+            if not handler_failed(exc):
+                raise
             result, denied = self._failure(call, exc)
         else:
             result, denied = (value if type(value) is ToolResult else _checked(call, value)), False
@@ -275,8 +282,11 @@ class ToolBatch:
             result, denied = await self._execute(call, ctx if ctx.consent_granted else replace(ctx, consent_granted=True))
         else:
             result, denied = await self._execute(call, ctx if not ctx.consent_granted else replace(ctx, consent_granted=False))
-        if self._post_tool_result is not None:
-            result = await self._post_tool_result(result, call, ctx) or result
+        if self._post_tool_result is not None:  # a hook that fails: the call's result says so (a tool error)
+            try:
+                result = await call_hook(self.hooks, "post_tool_result", ToolResult, result, call, ctx) or result
+            except HookError as exc:
+                return ToolResult.failed(str(exc)), False
         return result, denied
 
     async def _ask(self, call: ToolCall, mode: str, ctx: LoopContext, span: Any) -> tuple[bool, str]:
@@ -330,7 +340,9 @@ class ToolBatch:
                                                self._running.discard)
             else:
                 value = await await_until(pending, self._deadline(started), self._arm, self._running.discard)
-        except Exception as exc:  # noqa: BLE001 - see _failure
+        except BaseException as exc:  # noqa: BLE001 - see _failure
+            if not handler_failed(exc):
+                raise
             return self._failure(call, exc)
         return (value if type(value) is ToolResult else _checked(call, value)), False
 
@@ -348,7 +360,7 @@ class ToolBatch:
             return asyncio.get_running_loop().time() + timeout_s - (_perf_counter() - started)
         return when
 
-    def _failure(self, call: ToolCall, exc: Exception) -> tuple[ToolResult, bool]:
+    def _failure(self, call: ToolCall, exc: BaseException) -> tuple[ToolResult, bool]:
         """What a call that raised gets: timed out (or cancelled, when the timeout was a cancel's),
         denied (a host executor's ToolConsentError), or the exception for the model to read."""
         if isinstance(exc, TimeoutError):
@@ -358,7 +370,7 @@ class ToolBatch:
                                      " and was stopped"), False
         if isinstance(exc, ToolConsentError):  # a host executor refused: the same as a denial
             return ToolResult.failed(f"denied: {exc}"), True
-        return ToolResult.failed(f"tool {call.name!r} raised {type(exc).__name__}: {exc}"), False
+        return ToolResult.failed(tool_failure(call.name, exc)), False
 
     def _arm(self, timeout: asyncio.Timeout) -> None:
         self._running.add(timeout)

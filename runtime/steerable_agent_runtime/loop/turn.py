@@ -12,21 +12,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
+from ..errors import HookError, UsageError
 from ..history import resume_transcript
 from ..llm.types import LLMUsage
 from ..models import AgentSession, LLMMessage, ToolCall, utc_now
 from .events import CompletionStatus, LoopEvent
-from .hooks import LoopContext, LoopHooks, RewriteRequest, overrides
+from .hookcalls import as_messages, call_hook
+from .hooks import LoopContext, LoopHooks, PreStepAction, RetryAction, RewriteRequest, overrides
 from .record import RecordWriter, repair_dangling
 from .toolbatch import ToolBatch
+from .unicode import clean_message
 
 if TYPE_CHECKING:
     from .core import CoreLoop
 
 OUTCOME = {"completed": "ok", "failed": "error", "budget_exhausted": "budget_exhausted", "cancelled": "cancelled"}
+MAX_ATTEMPTS_PER_REQUEST = 50
+"""The most attempts of one round's request, whatever on_request_error says (RetryHooks makes 3)."""
 ZERO_USAGE = LLMUsage()  # the usage of a reply that reported none (only read: to_wire)
 
 
@@ -72,7 +77,11 @@ class Turn:
             events += await self.end("budget_exhausted", exhausted["reason"], requested=False)
             return events
         self.ctx.round_index = self.round
-        rejected = await self._pre_step(events)
+        try:
+            rejected = await self._pre_step(events)
+        except HookError as exc:
+            events.append(error_event(exc))
+            rejected = str(exc)
         if rejected is not None:
             events += await self.end("failed", rejected, requested=False)
         return events
@@ -89,7 +98,9 @@ class Turn:
         """hooks.pre_step, then a requested compaction, their events added to ``events``; the
         reason of a reject (None: go on)."""
         hooks, name = self.hooks, hook_name(self.hooks)
-        action = await hooks.pre_step(list(self.transcript), self.ctx) if self.pre_step else None
+        action = None
+        if self.pre_step:
+            action = await call_hook(hooks, "pre_step", PreStepAction, list(self.transcript), self.ctx)
         if action is not None and action.action == "reject":
             events.append(LoopEvent("hook_action", {"hook": name, "action": "reject", "reason": action.reason,
                                                     "preTokens": None, "postTokens": None}))
@@ -97,13 +108,13 @@ class Turn:
         if action is not None and action.rewrite is not None:
             events.append(await self.rewrite(action.rewrite, "rewrite"))
         if action is not None and action.appends:
-            self.transcript.extend(action.appends)
+            self.transcript.extend(as_messages(hooks, "pre_step", action.appends))
             events.append(LoopEvent("hook_action", {"hook": name, "action": "append", "reason": action.reason,
                                                     "preTokens": None, "postTokens": None,
                                                     "count": len(action.appends)}))
         if self.loop._compact:
             self.loop._compact = False
-            request = await hooks.compact_now(list(self.transcript), self.ctx)
+            request = await call_hook(hooks, "compact_now", RewriteRequest, list(self.transcript), self.ctx)
             if request is not None:
                 events.append(await self.rewrite(request, "compact"))
             else:
@@ -113,10 +124,16 @@ class Turn:
         return None
 
     async def rewrite(self, request: RewriteRequest, action: str) -> LoopEvent:
-        """Replace the transcript (one compaction_boundary in the record) and describe it."""
+        """Replace the transcript (one compaction_boundary in the record) and describe it.
+
+        Raises HookError for messages that are not messages; a lone surrogate in them (a
+        summariser's text) is replaced by U+FFFD (.unicode)."""
+        messages = [clean_message(m) for m in as_messages(self.hooks, "rewrite", request.messages)]
+        if messages != request.messages:
+            request = replace(request, messages=messages)
         await self.writer.flush(self.transcript)
         await self.writer.rewrite(request)
-        self.transcript[:] = list(request.messages)
+        self.transcript[:] = messages
         return LoopEvent("hook_action", {"hook": hook_name(self.hooks), "action": action, "reason": request.reason,
                                          "trigger": request.trigger, "preTokens": request.pre_tokens,
                                          "postTokens": request.post_tokens})
@@ -128,13 +145,20 @@ class Turn:
         on_request_error hook asked for a retry and its delay passed without a cancel). When
         not, the round's request is done with ``failure`` set (or a cancel came)."""
         loop = self.loop
-        action = None if loop._cancel else await self.hooks.on_request_error(error, list(self.transcript), self.ctx)
+        try:
+            action = None if loop._cancel else await call_hook(self.hooks, "on_request_error", RetryAction, error,
+                                                                 list(self.transcript), self.ctx)
+            if action is not None and action.action == "retry" and self.ctx.attempt >= MAX_ATTEMPTS_PER_REQUEST:
+                action = None  # the hook would retry for ever: the last error stands
+            events = []
+            if action is not None and action.action == "retry" and action.rewrite is not None:
+                events.append(await self.rewrite(action.rewrite, "rewrite"))
+        except HookError as exc:
+            self.failure = exc
+            return [], False
         if action is None or action.action != "retry":
             self.failure = error
             return [], False
-        events = []
-        if action.rewrite is not None:
-            events.append(await self.rewrite(action.rewrite, "rewrite"))
         if action.delay_ms > 0 and not loop._cancel:
             wake = loop._cancel_event = asyncio.Event()  # cancel() sets it: the wait ends at once
             try:
@@ -143,6 +167,8 @@ class Turn:
                 pass
             finally:
                 loop._cancel_event = None
+        else:
+            await asyncio.sleep(0)  # a hook retrying at once still lets a cancel() from another task in
         return events, not loop._cancel
 
     def take_reply(self, text: list[str], calls: list[ToolCall], usage: LLMUsage | None, finish_reason: str | None,
@@ -166,6 +192,8 @@ class Turn:
             self.round_usage = ZERO_USAGE
         self.finish_reason = finish_reason
         if calls:
+            if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
+                calls[:] = unique_ids(calls)
             wire_calls = [calls[0].to_wire()] if len(calls) == 1 else [c.to_wire() for c in calls]
             reply = LLMMessage(role="assistant", content="".join(text) if text else None, tool_calls=wire_calls)
         elif text:
@@ -190,13 +218,17 @@ class Turn:
         decision = None
         if self.before_completion:
             draft = self.reply or LLMMessage(role="assistant", content="")
-            decision = await self.hooks.before_completion(draft, self.ctx)
+            try:
+                decision = await call_hook(self.hooks, "before_completion", PreStepAction, draft, self.ctx)
+                appends = as_messages(self.hooks, "before_completion", decision.appends) if decision else []
+            except HookError as exc:
+                return [error_event(exc), *await self.end("failed", str(exc))]
         if decision is not None and decision.action == "reject":
             reject = LoopEvent("hook_action", {"hook": hook_name(self.hooks), "action": "reject",
                                                "reason": decision.reason, "preTokens": None, "postTokens": None})
             return [reject, *await self.end("failed", decision.reason or "rejected before completion")]
         if decision is not None and decision.appends:
-            self.transcript.extend(decision.appends)
+            self.transcript.extend(appends)
             await self.writer.flush(self.transcript)
             return [LoopEvent("hook_action", {"hook": hook_name(self.hooks), "action": "append",
                                               "reason": decision.reason, "preTokens": None, "postTokens": None,
@@ -251,6 +283,21 @@ async def open_transcript(storage: Any, writer: RecordWriter, messages: list[LLM
         await storage.append_history(resume_id, [{"type": "seed", "messages": [m.to_wire() for m in repaired]}])
         writer.adopt(repaired)
     return [*repaired, *messages]
+
+
+def unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """``calls`` with a repeated id (a provider that sent one twice in a response) made unique
+    (``<id>_2``, ...), so each result answers exactly one call; the first keeps its id."""
+    seen: set[str] = set()
+    out = []
+    for call in calls:
+        new, n = call.id, 1
+        while new in seen:
+            n += 1
+            new = f"{call.id}_{n}"
+        seen.add(new)
+        out.append(call if new == call.id else call.model_copy(update={"id": new}))
+    return out
 
 
 def hook_name(hooks: LoopHooks) -> str:

@@ -1,0 +1,48 @@
+"""Text the record cannot store: lone surrogates in what the model or a hook produced.
+
+A lone UTF-16 surrogate (``\\ud800``) is not a character: no storage can encode it, so a record
+append holding one is refused whole (RecordFormatError). A model can send one (a JSON ``\\u``
+escape in its stream), a host's hook can build one (a file name decoded with surrogateescape).
+:func:`clean_message` gives the message with each lone surrogate replaced by U+FFFD in every
+string it holds (content, parts, tool-call arguments, names, ids); :func:`has_lone_surrogate`
+says whether a string holds one. Tool results never need it: ``ToolResult.to_content`` writes
+a lone surrogate as its JSON escape.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..models import LLMMessage
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (ASCII text is checked in one pass, without encoding)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if has_lone_surrogate(value) else value
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def clean_message(message: LLMMessage) -> LLMMessage:
+    """``message`` with every lone surrogate replaced by U+FFFD (the same instance when it has none)."""
+    wire = message.to_wire()
+    cleaned = _clean(wire)
+    return message if cleaned == wire else LLMMessage.model_validate(cleaned)

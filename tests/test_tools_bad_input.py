@@ -1,0 +1,222 @@
+"""ToolRouter red-team: what a handler raises or returns, odd signatures, odd names.
+
+Every outcome is a ToolResult the model can read or a UsageError at registration; never an
+exception out of ``dispatch`` (but KeyboardInterrupt and a real cancel of the caller's task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import functools
+import json
+from typing import Literal, Optional, Union
+
+import pytest
+from pydantic import BaseModel
+from steerable_agent_runtime.errors import UsageError
+from steerable_agent_runtime.tools import MAX_ERROR_CHARS, ToolCall, ToolRouter
+
+from tests.helpers import run
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("str() of this exception fails")
+
+
+def _dispatch(router: ToolRouter, name: str, arguments: dict | None = None):
+    return run(router.dispatch(ToolCall(id="c1", name=name, arguments=arguments or {})))
+
+
+def _router(fn, **kwargs) -> ToolRouter:
+    router = ToolRouter()
+    router.register(fn, **kwargs)
+    return router
+
+
+@pytest.mark.parametrize("exc", [SystemExit(2), GeneratorExit(), asyncio.CancelledError("by the tool"),
+                                 _Unprintable(), ValueError("x" * 1_000_000)],
+                         ids=["SystemExit", "GeneratorExit", "CancelledError", "unprintable", "huge"])
+def test_what_an_async_handler_raises_becomes_a_failed_result(exc):
+    async def breaks() -> None:
+        raise exc
+
+    result = _dispatch(_router(breaks), "breaks")
+    assert result.success is False
+    assert result.error.startswith(f"tool 'breaks' raised {type(exc).__name__}")
+    assert len(result.error) <= MAX_ERROR_CHARS + 100
+    json.loads(result.to_content())
+
+
+def test_a_plain_handler_calling_sys_exit_is_a_failed_result():
+    def cli(argv: str) -> None:
+        raise SystemExit(2)  # an argparse-wrapping tool given bad arguments
+
+    result = _dispatch(_router(cli), "cli", {"argv": "--nope"})
+    assert result.success is False and "SystemExit: 2" in result.error
+
+
+def test_keyboard_interrupt_is_not_swallowed():
+    async def stop() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _dispatch(_router(stop), "stop")
+
+
+def test_a_real_cancel_of_the_caller_still_cancels():
+    started = asyncio.Event()
+
+    async def slow() -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    router = _router(slow)
+
+    async def main() -> bool:
+        task = asyncio.ensure_future(router.dispatch(ToolCall(id="c1", name="slow", arguments={})))
+        await started.wait()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert run(main()) is True
+
+
+def test_a_lone_surrogate_or_nul_in_an_error_message_stays_readable():
+    async def odd() -> None:
+        raise OSError("bad name \udcff and \x00")
+
+    result = _dispatch(_router(odd), "odd")
+    assert result.success is False
+    content = result.to_content()
+    content.encode("utf-8")  # storable: no lone surrogate left in the text
+    assert json.loads(content)["error"].endswith("bad name \udcff and \x00")  # the JSON escape says what it was
+
+
+@pytest.mark.parametrize("value", [float("nan"), {"a": float("inf")}, [float("-inf")]])
+def test_data_with_nan_or_infinity_is_a_failed_result(value):
+    async def stats() -> object:
+        return value
+
+    result = _dispatch(_router(stats), "stats")
+    assert result.success is False and "not JSON-serialisable" in result.error
+    json.loads(result.to_content())
+
+
+@pytest.mark.parametrize("value", [b"\xff", {1, 2}, object()], ids=["bytes", "set", "object"])
+def test_data_that_is_not_json_is_a_failed_result(value):
+    async def odd() -> object:
+        return value
+
+    assert _dispatch(_router(odd), "odd").success is False
+
+
+def test_a_cyclic_value_is_a_failed_result():
+    async def cyclic() -> list:
+        a: list = []
+        a.append(a)
+        return a
+
+    result = _dispatch(_router(cyclic), "cyclic")
+    assert result.success is False and "Circular" in result.error
+
+
+def test_a_dataclass_is_dumped_like_a_pydantic_model():
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        tags: list[str]
+
+    class Box(BaseModel):
+        corner: int
+
+    async def shape(kind: str) -> object:
+        return Point(1, ["a"]) if kind == "point" else Box(corner=2)
+
+    router = _router(shape)
+    assert _dispatch(router, "shape", {"kind": "point"}).data == {"x": 1, "tags": ["a"]}
+    assert _dispatch(router, "shape", {"kind": "box"}).data == {"corner": 2}
+
+
+def test_a_huge_output_is_kept_whole():
+    async def big() -> str:
+        return "y" * 2_000_000
+
+    result = _dispatch(_router(big), "big")
+    assert result.success is True and len(result.data) == 2_000_000
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+def test_optional_union_literal_enum_and_mutable_defaults():
+    async def paint(a: Optional[int] = None, b: Union[int, str] = 1, mode: Literal["x", "y"] = "x",
+                    color: Color = Color.RED, seen: list = []) -> list:  # noqa: B006 - the probe
+        seen.append(1)
+        return [a, b, mode, color.value, len(seen)]
+
+    router = _router(paint)
+    props = router.describe()[0]["function"]["parameters"]["properties"]
+    assert set(props) == {"a", "b", "mode", "color", "seen"}
+    assert _dispatch(router, "paint").data == [None, 1, "x", "red", 1]
+    assert _dispatch(router, "paint").data == [None, 1, "x", "red", 1]  # the default is not shared
+    assert _dispatch(router, "paint", {"b": "s", "color": "blue"}).data == [None, "s", "x", "blue", 1]
+    assert "mode" in _dispatch(router, "paint", {"mode": "z"}).error
+    assert "color" in _dispatch(router, "paint", {"color": "green"}).error
+
+
+@pytest.mark.parametrize("param", ["_private", "__raw_arguments__", "model_config", "model_fields"])
+def test_a_parameter_the_schema_cannot_carry_is_refused_at_registration(param):
+    namespace: dict = {}
+    exec(f"async def odd({param}: int = 1) -> int:\n    return 1", namespace)
+    with pytest.raises(UsageError, match=param):
+        ToolRouter().register(namespace["odd"])
+
+
+@pytest.mark.parametrize("name", ["<lambda>", "a b", "x" * 65, "dotted.name", "", "naïve"])
+def test_a_tool_name_providers_refuse_is_refused_at_registration(name):
+    async def fine() -> int:
+        return 1
+
+    with pytest.raises(UsageError, match="name"):
+        ToolRouter().register(fine, name=name)
+
+
+def test_a_lambda_needs_a_name():
+    with pytest.raises(UsageError, match="name"):
+        ToolRouter().register(lambda: 1)
+    router = _router(lambda: 1, name="one")
+    assert _dispatch(router, "one").data == 1
+
+
+def test_a_partial_and_a_callable_object_register_from_their_signature():
+    async def add(p: int, q: int) -> int:
+        return p + q
+
+    class Scale:
+        __name__ = "scale"
+
+        async def __call__(self, q: int) -> int:
+            return 10 * q
+
+    router = ToolRouter()
+    router.register(functools.partial(add, 1), name="inc")
+    router.register(Scale())
+    assert router.describe()[0]["function"]["parameters"]["required"] == ["q"]
+    assert _dispatch(router, "inc", {"q": 5}).data == 6
+    assert _dispatch(router, "scale", {"q": 5}).data == 50
+
+
+def test_a_hint_that_does_not_resolve_is_a_usage_error():
+    namespace: dict = {}
+    exec("async def odd(q: 'NoSuchType') -> int:\n    return 1", namespace)
+    with pytest.raises(UsageError, match="odd"):
+        ToolRouter().register(namespace["odd"])
