@@ -430,3 +430,17 @@ def test_a_model_that_sends_nan_never_puts_non_json_on_stdout(spawn):
             _strict_json(line)
         call = next(c["toolCall"] for c in sc.notifications_of("stream.chunk", stream_id) if "toolCall" in c)
         assert call["arguments"] == {"x": None, "y": None}
+
+
+def test_a_host_tool_answer_over_16_mib_fails_the_call_at_once_not_at_its_timeout(spawn):
+    from .openai_sse import tool_reply
+
+    tools = [{"type": "function", "function": {"name": "cat", "parameters": {"type": "object", "properties": {}}}}]
+    with ReplayServer([tool_reply([("call_1", "cat", {})]), text_reply(["too big"])]) as model:
+        sc = spawn(on_reverse=lambda method, params: {"success": True, "data": "z" * (17 * 1024 * 1024)})
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", {**_stream(model), "tools": tools, "toolTimeoutS": 120})["streamId"]
+        assert sc.wait_done(stream_id, timeout=30)["status"] == "completed"
+        result = next(c["toolResult"] for c in sc.notifications_of("stream.chunk", stream_id) if "toolResult" in c)
+        assert result["success"] is False and "exceeds" in result["error"], result
+        assert sc.responses[None]["error"]["code"] == -32600  # the host is told too

@@ -5,7 +5,9 @@ Guarantees:
   whole and in order (one writer: the event loop's thread; the messages of one loop iteration
   are joined into one write); log lines go through ``logging`` (stderr).
 - Frames up to ``max_frame`` bytes (16 MiB) are read; a longer one is skipped up to its
-  newline and answered -32600 with id null. Blank lines are ignored.
+  newline and answered -32600 with id null; when it is the host's answer to a waiting reverse
+  request (its first 4 KiB name the ``sc-N`` id), that request fails at once (RpcError)
+  instead of waiting for its timeout. Blank lines are ignored.
 - Input is read ahead by at most ``INPUT_BUDGET`` bytes of frames not yet taken by
   ``receive`` (one frame of any allowed size always fits): a host that writes without reading
   the answers (so the sidecar waits on its stdout) is held up in its own writes, and the
@@ -31,11 +33,13 @@ import asyncio
 import itertools
 import logging
 import os
+import re
 import select
 import stat
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii  # what json's own encoder uses for str (ASCII output)
 from typing import Any
 
@@ -61,19 +65,29 @@ log = logging.getLogger("steerable.sidecar.transport")
 MAX_FRAME = 16 * 1024 * 1024
 INPUT_BUDGET = 32 * 1024 * 1024  # bytes of frames read ahead of receive
 SHUTDOWN_WRITE_WAIT_S = 3.0  # how long a shutdown waits for a host that does not read its stdout
-_OVERSIZE = object()
+_OVERSIZE_HEAD = 4096  # bytes of a skipped frame kept to find the reverse request it answers
+_REVERSE_ID = re.compile(rb'"id"\s*:\s*"(sc-[0-9]+)"')
+
+
+@dataclass(frozen=True)
+class _Oversize:
+    """A frame over ``max_frame`` that was skipped; ``head`` its first bytes."""
+
+    head: bytes
+
 _EOF = object()
 
 
 class LineSplitter:
     """Cuts a byte stream into frames at ``\\n`` (a trailing ``\\r`` dropped, blank lines
-    skipped); a frame longer than ``max_frame`` is dropped whole and reported as _OVERSIZE."""
+    skipped); a frame longer than ``max_frame`` is dropped whole and reported as _Oversize."""
 
     def __init__(self, max_frame: int, post: Any) -> None:
         self.max_frame = max_frame
         self.post = post
         self.buf = bytearray()
         self.skipping = False
+        self.head = b""
 
     def feed(self, chunk: bytes) -> None:
         start = 0
@@ -92,12 +106,13 @@ class LineSplitter:
         self.buf += piece
         if len(self.buf) > self.max_frame:
             self.skipping = True
+            self.head = bytes(self.buf[:_OVERSIZE_HEAD])
             self.buf = bytearray()
 
     def _finish(self) -> None:
         if self.skipping:
             self.skipping = False
-            self.post(_OVERSIZE)
+            self.post(_Oversize(self.head))
             return
         line = bytes(self.buf)
         self.buf = bytearray()
@@ -277,9 +292,15 @@ class StdioJsonRpcTransport:
                 yield event
 
     def _handle_line(self, item: Any) -> SSEEvent | None:
-        if item is _OVERSIZE:
-            self.respond_error(None, RpcError(INVALID_REQUEST, f"invalid request: a frame exceeds {self.max_frame} bytes",
-                                              hint="send frames of at most 16 MiB"))
+        if isinstance(item, _Oversize):
+            error = RpcError(INVALID_REQUEST, f"invalid request: a frame exceeds {self.max_frame} bytes",
+                             hint="send frames of at most 16 MiB")
+            found = _REVERSE_ID.search(item.head)
+            future = self._pending.get(found.group(1).decode()) if found else None
+            if future is not None and not future.done():  # an answer too big to read: fail its request now
+                future.set_exception(RpcError(INVALID_REQUEST, f"the host's answer exceeds {self.max_frame} bytes",
+                                              hint="return less data from the tool (at most 16 MiB a frame)"))
+            self.respond_error(None, error)
             return None
         frame = parse_frame(item)
         if isinstance(frame, RpcError):
