@@ -419,3 +419,157 @@ def test_sync_tool_past_its_timeout_is_answered_timed_out(tmp_path):
 
 def test_tool_result_preserves_a_surrogate_free_result():
     assert ToolResult(success=True, data="ü").to_content() == '{"success":true,"data":"ü"}'
+
+
+def _events(*events) -> Reply:
+    return Reply(chunks=[f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode() for kind, data in events])
+
+
+def _anthropic(block: dict, delta: dict, stop: str) -> Reply:
+    return _events(
+        ("message_start", {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant",
+                                                                "content": [], "model": "x",
+                                                                "usage": {"input_tokens": 5, "output_tokens": 1}}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 3}}),
+        ("message_stop", {"type": "message_stop"}))
+
+
+@pytest.mark.parametrize("partial", ["[1, 2]", "5", '{"n": '])
+def test_anthropic_arguments_that_are_not_an_object_get_a_failed_result(tmp_path, partial):
+    from steerable_agent_runtime.llm import AnthropicProvider
+
+    call_reply = _anthropic({"type": "tool_use", "id": "tu1", "name": "ok", "input": {}},
+                            {"type": "input_json_delta", "partial_json": partial}, "tool_use")
+    done = _anthropic({"type": "text", "text": ""}, {"type": "text_delta", "text": "done"}, "end_turn")
+    db = tmp_path / "s.db"
+    with ReplayServer([call_reply, done]) as server:
+        events, loop, record = turn(db, [], provider=AnthropicProvider("m", api_key="k", base_url=server.url))
+    assert completion(events)["status"] == "completed"
+    got = results(events)
+    assert [r["success"] for r in got] == [False] and "not a JSON object" in got[0]["error"]
+    assert same(loop, record)
+    check_clean(db)
+
+
+def _gemini(part: dict) -> Reply:
+    body = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 1, "totalTokenCount": 6}}
+    return Reply(chunks=[f"data: {json.dumps(body)}\r\n\r\n".encode()])
+
+
+@pytest.mark.parametrize("args", [[1, 2], 5, "text"])
+def test_gemini_arguments_that_are_not_an_object_get_a_failed_result(tmp_path, args):
+    from steerable_agent_runtime.llm import GoogleGenAIProvider
+
+    db = tmp_path / "s.db"
+    with ReplayServer([_gemini({"functionCall": {"name": "ok", "args": args}}), _gemini({"text": "done"})]) as server:
+        events, loop, record = turn(db, [], provider=GoogleGenAIProvider("m", api_key="k", base_url=server.url))
+    assert completion(events)["status"] == "completed"
+    got = results(events)
+    assert [r["success"] for r in got] == [False] and "not a JSON object" in got[0]["error"]
+    assert same(loop, record)
+
+
+@pytest.mark.parametrize("exc", [SystemExit(1), asyncio.CancelledError(), ValueError("x")],
+                         ids=["SystemExit", "CancelledError", "ValueError"])
+def test_an_approver_raising_anything_is_a_denial(tmp_path, exc):
+    router = ToolRouter()
+
+    async def shell(command: str) -> str:
+        return "ran"
+    router.register(shell, mode="local")
+
+    async def approver(call, mode, ctx):
+        raise exc
+
+    async def main():
+        store = SqliteStorage(tmp_path / "s.db")
+        loop = CoreLoop(ScriptedProvider([ScriptedResponse(tool_calls=[call("shell", {"command": "ls"})]), "done"]),
+                        router, storage=store, approver=approver)
+        events = await drain(loop.run(USER, chat_id="c1"))
+        await store.close()
+        return events
+    events = run(main())
+    assert completion(events)["status"] == "completed"
+    assert results(events)[0]["error"].startswith("denied") and type(exc).__name__ in results(events)[0]["error"]
+
+
+def test_a_fragment_with_nul_and_a_lone_surrogate_is_stored(tmp_path):
+    from steerable_agent_runtime.context import ContextFragment
+
+    class Odd(ContextFragment):
+        role = "user"
+        content_kind = "odd"
+        start_marker = "<odd>"
+        end_marker = "</odd>"
+
+    class Inject(LoopHooks):
+        async def pre_step(self, transcript, ctx):
+            if ctx.round_index == 0:
+                return PreStepAction.proceed(appends=[Odd("name b\udcffd \x00 end").to_message()])
+            return None
+
+    db = tmp_path / "s.db"
+    events, loop, record = turn(db, [ScriptedResponse(text="nul \x00 here")], hooks=Inject(),
+                                messages=[{"role": "user", "content": "a\x00b"}])
+    assert completion(events)["status"] == "completed"
+    assert "b\ufffdd \x00 end" in record[1].content and record[2].content == "nul \x00 here"
+    assert same(loop, record)
+    check_clean(db)
+
+
+def test_a_record_compacted_with_an_odd_summary_resumes_to_the_same_transcript(tmp_path):
+    from steerable_agent_runtime.compaction import CompactionHooks
+
+    db = tmp_path / "s.db"
+    long = [{"role": "user", "content": "go"}] + [
+        m for i in range(10) for m in ({"role": "assistant", "content": "a" * 400}, {"role": "user", "content": "u" * 400})]
+    hooks = CompactionHooks(max_context_tokens=1000, keep_last_messages=2,
+                            summarizer=ScriptedProvider(["summary with \ud800 in it"]))
+    events, loop, record = turn(db, ["done"], hooks=hooks, messages=long)
+    assert [e.data["action"] for e in events if e.kind == "hook_action"] == ["rewrite"]
+    assert same(loop, record) and len(record) < len(long)
+    check_clean(db)
+
+    async def resume():
+        store = SqliteStorage(db)
+        provider = ScriptedProvider(["second"])
+        events = await drain(CoreLoop(provider, storage=store).resume("c1", [{"role": "user", "content": "more"}]))
+        after = await resume_transcript(store, "c1")
+        await store.close()
+        return events, provider.requests[0].messages, after
+    events, sent, after = run(resume())
+    assert completion(events)["status"] == "completed"
+    assert [m.to_wire() for m in sent] == [m.to_wire() for m in record] + [{"role": "user", "content": "more"}]
+    assert [m.content for m in after][-2:] == ["more", "second"]
+    check_clean(db)
+
+
+@pytest.mark.parametrize("make", ["fails", "empty"])
+def test_a_summariser_that_fails_or_says_nothing_gives_the_excerpt_summary(tmp_path, make):
+    from steerable_agent_runtime.compaction import CompactionHooks
+
+    summarizer = ScriptedProvider([ScriptedResponse(error=LLMError("down", kind="server")) if make == "fails" else ""])
+    long = [{"role": "user", "content": "go"}] + [
+        m for i in range(10) for m in ({"role": "assistant", "content": "a" * 400}, {"role": "user", "content": "u" * 400})]
+    db = tmp_path / "s.db"
+    events, loop, record = turn(db, ["done"], messages=long,
+                                hooks=CompactionHooks(max_context_tokens=1000, keep_last_messages=2,
+                                                      summarizer=summarizer))
+    assert completion(events)["status"] == "completed"
+    summary = [m.content for m in record if isinstance(m.content, str) and m.content.startswith("[conversation summary")]
+    assert summary and "[assistant] " + "a" * 20 in summary[0]
+    assert same(loop, record)
+    check_clean(db)
+
+
+@pytest.mark.parametrize("messages", [[{"role": "bogus", "content": "x"}], ["just a string"],
+                                      [{"role": "user", "content": 5}], None, "go", {"role": "user"}])
+def test_run_with_messages_that_are_not_messages_is_a_usage_error(messages):
+    loop = CoreLoop(ScriptedProvider(["x"]))
+    with pytest.raises(UsageError) as info:
+        loop.run(messages, chat_id="c1")
+    assert info.value.hint and "\n" not in str(info.value) and not loop.running

@@ -14,14 +14,13 @@ Guarantees:
 - usage: prompt_tokens = input_tokens + cache_read_input_tokens +
   cache_creation_input_tokens; message_delta's cumulative counts replace message_start's.
 
-Raises LLMError: an ``error`` event (classified by its error type and message), arguments
-that are not a JSON object (``server``: the model may get it right on a retry). ``done``
+Raises LLMError: an ``error`` event (classified by its error type and message). Arguments
+that are not a JSON object reach the router as ``tools.decode_arguments`` gives them. ``done``
 says whether message_stop arrived: the provider raises ``transport`` for a stream without it.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -152,15 +151,12 @@ class AnthropicStreamParser:
 
 
 def _arguments(block: _ToolBlock) -> dict[str, Any]:
+    """The call's arguments; text that is not a JSON object comes back as ``decode_arguments``
+    gives it (``{RAW_ARGUMENTS_KEY: text}``), so the router answers it with a failed result the
+    model reads, as with every other provider."""
     text = "".join(block.fragments)
     if not text.strip():
         return dict(block.initial)
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise LLMError(f"the arguments of tool call {block.name!r} ({block.id}) are not a JSON object",
-                       kind="server", provider=PROVIDER, body=text[:2000],
-                       hint="retry the request; the model produced malformed tool arguments")
-    return value
+    from ..tools import decode_arguments  # pydantic: on first use, not at import
+
+    return decode_arguments(text)

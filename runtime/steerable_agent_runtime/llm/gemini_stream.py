@@ -24,6 +24,7 @@ succeed). ``finished`` says whether a finish reason arrived: the provider raises
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -75,8 +76,12 @@ class GeminiStreamParser:
             call_id = f"call_{self._tag}_{len(self._calls) + 1}"
             if isinstance(part.get("thoughtSignature"), str):
                 self.signatures[call_id] = part["thoughtSignature"]
-            args = call.get("args") if isinstance(call.get("args"), dict) else {}
+            args = call.get("args")
             from ..models import ToolCall  # pydantic: on first use, not at import
+            from ..tools import RAW_ARGUMENTS_KEY
+
+            if not isinstance(args, dict):  # absent: no arguments; anything else: the router says so
+                args = {} if args is None else {RAW_ARGUMENTS_KEY: json.dumps(args)}
 
             self._calls.append(ToolCall(id=call_id, name=str(call.get("name", "")), arguments=args))
             return []

@@ -41,6 +41,24 @@ def _as_message(message: LLMMessage | Mapping[str, Any]) -> LLMMessage:
     return message if isinstance(message, LLMMessage) else LLMMessage.model_validate(message)
 
 
+def _as_messages(messages: Any) -> list[LLMMessage]:
+    """``messages`` as LLMMessages; UsageError naming the first one that is not a message."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+        raise UsageError(f"messages must be a list of messages, got {type(messages).__name__}",
+                         hint="pass e.g. [{'role': 'user', 'content': '...'}]")
+    out = []
+    for index, message in enumerate(messages):
+        try:
+            out.append(_as_message(message))
+        except ValueError as exc:  # pydantic's ValidationError
+            problem = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc), "loc": ()}
+            where = ".".join(str(p) for p in problem.get("loc", ())) or "message"
+            raise UsageError(f"message {index} is not a message: {where}: {problem.get('msg')}",
+                             hint="each message is an LLMMessage or a dict {'role': user|assistant|tool|system, "
+                                  "'content': ...}") from None
+    return out
+
+
 def _orphan_result(transcript: list[LLMMessage]) -> tuple[int, str | None] | None:
     """(index, call id) of the first tool result no earlier assistant message called, or None."""
     called: set[Any] = set()
@@ -147,7 +165,7 @@ class CoreLoop:
         already running. With a storage, the record ``record_id`` (default chat_id) is lined
         up with ``messages`` first (see RecordWriter.start).
         """
-        transcript = [_as_message(m) for m in messages]
+        transcript = _as_messages(messages)
         if not transcript:
             raise UsageError("the transcript is empty: the model has nothing to answer",
                              hint="pass at least one message, e.g. {'role': 'user', 'content': '...'}")
@@ -170,7 +188,7 @@ class CoreLoop:
         """
         if self.storage is None:
             raise UsageError("resume needs a storage", hint="create the CoreLoop with storage=...")
-        extra = [_as_message(m) for m in messages]
+        extra = _as_messages(messages)
         self._check_start(chat_id or record_id)
         return turn_events(self, extra, chat_id or record_id, session, record_id)
 

@@ -301,7 +301,9 @@ class ToolBatch:
             except TimeoutError:
                 wait.set_attrs({"approval.approved": False, "approval.cancelled": True})
                 raise _Cancelled from None
-            except Exception as exc:  # noqa: BLE001 - an approver that fails is a denial, never a crash
+            except BaseException as exc:  # noqa: BLE001 - an approver that fails is a denial, never a crash
+                if not handler_failed(exc):
+                    raise
                 wait.set_attrs({"approval.approved": False, "approval.error": type(exc).__name__})
                 return False, f"was not approved (the approver failed: {type(exc).__name__})"
             finally:
