@@ -1,7 +1,8 @@
 """check's per-record and orphan passes against the statements they replaced (the oracle).
 
-Quick mode answers seq contiguity with one GROUP BY count over the primary-key index plus two
-seeks per record, and the orphan question of a child table with many rows per parent by
+check answers seq contiguity by seeking from one record id to the next (a count over each
+record's range of the key index, two seeks for its first and last seq; one GROUP BY count
+when the walk cannot answer), and the orphan question of a child table with many rows per parent by
 seeking from one distinct value to the next (records.py, orphans.py). These tests hold both
 to the plain statements check ran before, on stores whose key columns hold what damage can
 put there: NULL in a NOT NULL column, a number where text belongs, a fraction, text or bytes
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 
 from steerable_agent_runtime.maintenance.check import check
 from steerable_agent_runtime.maintenance.check.orphans import ORPHANS, missing_parents
-from steerable_agent_runtime.maintenance.check.records import check_contiguity
+from steerable_agent_runtime.maintenance.check.records import _walk, check_contiguity
 from steerable_agent_runtime.maintenance.codes import FindingLog
 from steerable_agent_runtime.storage.schema import DDL, _statements
 
@@ -158,6 +159,21 @@ def test_a_record_whose_extra_entries_balance_another_records_gap_is_still_repor
             check_contiguity(conn, log)
         assert [(f.code, f.message) for f in log.findings] == [
             ("record-seq-gap", "record 'b': seq 2 missing (next present: 3)")], odd
+
+
+def test_many_short_records_past_the_walks_cap_are_checked_in_one_pass(tmp_path):
+    """100 records of one or two entries: more than the walk visits (64 here), so the suspects
+    come from the GROUP BY; the gap and the record not starting at 1 are still found."""
+    rows = [(f"r{i:03d}", 1) for i in range(100)] + [("r050", 3), ("r070", 2)]
+    rows.remove(("r070", 1))
+    db = _store(tmp_path / "h.db", {"history": [(*r, 2, "item", "t", "{}", 0) for r in rows]})
+    with closing(_open(db)) as conn:
+        assert _walk(conn, len(rows)) is None
+        log = FindingLog(20)
+        assert check_contiguity(conn, log) == len(rows)
+    assert [(f.code, f.message) for f in log.findings] == [
+        ("record-seq-gap", "record 'r050': seq 2 missing (next present: 3)"),
+        ("record-seq-gap", "record 'r070': seq 1 missing (next present: 2)")]
 
 
 def test_a_table_that_lost_its_key_is_still_checked_for_duplicates(tmp_path):

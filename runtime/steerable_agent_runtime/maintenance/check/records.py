@@ -37,37 +37,69 @@ class DowngradeRecord(BaseModel):
 def check_contiguity(conn: Any, log: FindingLog) -> int | None:
     """Add record-seq-gap / record-seq-duplicate findings for every record that needs them.
 
-    Returns how many entries history's primary-key index holds (what ``count(*)`` counts
-    there), or None for a table that lost its key (a rebuild), which is checked with
-    ``count(DISTINCT seq)`` and not counted here.
+    Returns ``count(*)`` of history (from its primary-key index), or None for a table that
+    lost its key (a rebuild), which is checked with ``count(DISTINCT seq)`` and not counted here.
 
     A record is flagged, as before, when ``min(seq) != 1 OR max(seq) != count(*)`` (with the
-    (record_id, seq) primary key a seq cannot repeat, so that is exact). The one pass over the
-    index now computes only each record's count; its first and last seq are two seeks. The
-    first seq found by a seek is an entry SQLite would skip as NULL in ``min()`` (damage in a
-    NOT NULL column), so a record whose seek does not give exactly 1 is only a suspect: when
-    there is any, the flagged records are found with the three aggregates, as they were.
+    (record_id, seq) primary key a seq cannot repeat, so that is exact). That statement's
+    three aggregates per entry now run only when some record is a suspect (see _walk): the
+    records are visited by seeking from one record id to the next, each counted over its
+    range of the index, its first and last seq read by a seek.
     """
     if not conn.execute("SELECT 1 FROM pragma_index_list('history') WHERE origin = 'pk'").fetchone():
         _flagged(conn, log, "SELECT record_id FROM history GROUP BY record_id"
                  " HAVING count(*) != count(DISTINCT seq) OR min(seq) != 1 OR max(seq) != count(*)")
         return None
-    entries, suspects = conn.execute(_SUSPECTS_SQL).fetchone()
+    entries = conn.execute("SELECT count(*) FROM history").fetchone()[0]
+    suspects = _walk(conn, entries)
+    if suspects is None:
+        suspects = conn.execute(_GROUPED_SUSPECTS_SQL).fetchone()[0]
     if suspects:
         _flagged(conn, log, "SELECT record_id FROM history GROUP BY record_id"
                  " HAVING min(seq) != 1 OR max(seq) != count(*)")
     return entries
 
 
-_SUSPECTS_SQL = (
-    "SELECT coalesce(sum(n), 0), count(*) FILTER (WHERE"
-    " (SELECT seq FROM history h WHERE h.record_id = g.record_id ORDER BY seq LIMIT 1) IS NOT 1"
-    " OR n IS NOT (SELECT max(seq) FROM history h WHERE h.record_id = g.record_id))"
-    " FROM (SELECT record_id, count(*) AS n FROM history GROUP BY record_id) g")
-"""(entries, suspect records) in one pass over the key index: a record is a suspect unless its
-first entry's seq is 1 and its last seq equals its count. Every record the three aggregates
-flag is a suspect: max(seq) is the last seq either way, and where min(seq) is not 1 the first
-entry's seq is either that minimum or a NULL before it."""
+_SUSPECT = "first IS NOT 1 OR n IS NOT last"
+"""A record is a suspect unless its first entry's seq is 1 and its last seq equals its count.
+Every record the three aggregates flag is one: max(seq) is the last seq either way, and where
+min(seq) is not 1 the first entry's seq is that minimum or a NULL before it (damage in a NOT
+NULL column, which ``min()`` skips)."""
+
+_PER_RECORD = ("(SELECT count(*) FROM history h WHERE h.record_id = {id}) AS n,"
+               " (SELECT seq FROM history h WHERE h.record_id = {id} ORDER BY seq LIMIT 1) AS first,"
+               " (SELECT max(seq) FROM history h WHERE h.record_id = {id}) AS last")
+
+_WALK_SQL = (
+    "WITH RECURSIVE r(id) AS (SELECT min(record_id) FROM history WHERE record_id >= ''"
+    " UNION ALL SELECT (SELECT min(record_id) FROM history WHERE record_id > r.id) FROM r"
+    " WHERE r.id IS NOT NULL LIMIT ?)"
+    f" SELECT count(*) FILTER (WHERE id IS NULL), total(n), count(*) FILTER (WHERE id IS NOT NULL AND ({_SUSPECT}))"
+    f" FROM (SELECT id, {_PER_RECORD.format(id='r.id')} FROM r LIMIT -1)")
+"""(walk ended, entries counted, suspects). ``LIMIT -1`` keeps the per-record row whole (not
+flattened into the aggregate, which would count each record twice)."""
+
+_GROUPED_SUSPECTS_SQL = (
+    f"SELECT count(*) FILTER (WHERE {_SUSPECT}) FROM (SELECT record_id, count(*) AS n,"
+    " (SELECT seq FROM history h WHERE h.record_id = g.record_id ORDER BY seq LIMIT 1) AS first,"
+    " (SELECT max(seq) FROM history h WHERE h.record_id = g.record_id) AS last"
+    " FROM history g GROUP BY record_id LIMIT -1)")
+"""The suspects in one GROUP BY count over the key index (when the walk cannot answer)."""
+
+RECORDS_PER_SEEK = 32
+"""The walk visits at most ``max(64, entries // RECORDS_PER_SEEK)`` records: past that (many
+short records) one pass over the index is cheaper than a few seeks per record."""
+
+
+def _walk(conn: Any, entries: int) -> int | None:
+    """The number of suspect records, or None when the walk cannot tell: more records than
+    its cap, or entries it did not visit (a record id that is NULL or a number, which sort
+    before text: damage in a TEXT NOT NULL column)."""
+    cap = max(64, entries // RECORDS_PER_SEEK)
+    ended, counted, suspects = conn.execute(_WALK_SQL, (cap + 1,)).fetchone()
+    if not ended or counted != entries:
+        return None
+    return suspects
 
 
 def _flagged(conn: Any, log: FindingLog, sql: str) -> None:
