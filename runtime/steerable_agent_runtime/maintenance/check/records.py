@@ -1,9 +1,10 @@
 """check's per-record pass: seq contiguity, record versions, the downgrade triage.
 
-Contiguity is computed in SQL: one GROUP BY count over the primary-key index, each record's
-first and last seq by a seek, and only when some record fails it are the flagged records read
-seq by seq to name their gaps and duplicates. Versions come from the row scan (full check) or
-from the ``v`` column (quick).
+Contiguity is computed in SQL over the primary-key index: each record's entries counted over
+its range, its first and last seq by a seek, the records visited by seeking from one record id
+to the next; only when some record fails that are the flagged records found with the
+per-entry aggregates and read seq by seq to name their gaps and duplicates. Versions come from
+the row scan (full check) or from the ``v`` and ``type`` columns (quick).
 """
 
 from __future__ import annotations
@@ -66,8 +67,7 @@ Every record the three aggregates flag is one: max(seq) is the last seq either w
 min(seq) is not 1 the first entry's seq is that minimum or a NULL before it (damage in a NOT
 NULL column, which ``min()`` skips)."""
 
-_PER_RECORD = ("(SELECT count(*) FROM history h WHERE h.record_id = {id}) AS n,"
-               " (SELECT seq FROM history h WHERE h.record_id = {id} ORDER BY seq LIMIT 1) AS first,"
+_FIRST_LAST = ("(SELECT seq FROM history h WHERE h.record_id = {id} ORDER BY seq LIMIT 1) AS first,"
                " (SELECT max(seq) FROM history h WHERE h.record_id = {id}) AS last")
 
 _WALK_SQL = (
@@ -75,15 +75,14 @@ _WALK_SQL = (
     " UNION ALL SELECT (SELECT min(record_id) FROM history WHERE record_id > r.id) FROM r"
     " WHERE r.id IS NOT NULL LIMIT ?)"
     f" SELECT count(*) FILTER (WHERE id IS NULL), total(n), count(*) FILTER (WHERE id IS NOT NULL AND ({_SUSPECT}))"
-    f" FROM (SELECT id, {_PER_RECORD.format(id='r.id')} FROM r LIMIT -1)")
+    " FROM (SELECT id, (SELECT count(*) FROM history h WHERE h.record_id = r.id) AS n,"
+    f" {_FIRST_LAST.format(id='r.id')} FROM r LIMIT -1)")
 """(walk ended, entries counted, suspects). ``LIMIT -1`` keeps the per-record row whole (not
 flattened into the aggregate, which would count each record twice)."""
 
 _GROUPED_SUSPECTS_SQL = (
     f"SELECT count(*) FILTER (WHERE {_SUSPECT}) FROM (SELECT record_id, count(*) AS n,"
-    " (SELECT seq FROM history h WHERE h.record_id = g.record_id ORDER BY seq LIMIT 1) AS first,"
-    " (SELECT max(seq) FROM history h WHERE h.record_id = g.record_id) AS last"
-    " FROM history g GROUP BY record_id LIMIT -1)")
+    f" {_FIRST_LAST.format(id='g.record_id')} FROM history g GROUP BY record_id LIMIT -1)")
 """The suspects in one GROUP BY count over the key index (when the walk cannot answer)."""
 
 RECORDS_PER_SEEK = 32
