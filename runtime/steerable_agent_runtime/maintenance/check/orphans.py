@@ -11,6 +11,7 @@ Both give the same values, bytes and order (a property test holds them to each o
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,20 +48,30 @@ def check_orphans(conn: Any, present: set[str], log: FindingLog, rows: dict[str,
     ``rows``: the tables' row counts when the caller has them (else they are counted here:
     one page walk of the smallest index each), to choose seeking or grouping.
     """
-    counts = dict(rows or {})
+    counts: dict[str, int | None] = dict(rows or {})
     for spec in ORPHANS:
         if spec.table not in present or spec.parent not in present:
             continue
         for name in (spec.table, spec.parent):
             if name not in counts:
-                counts[name] = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
-        cap = counts[spec.table] // ROWS_PER_SEEK
-        for raw in missing_parents(conn, spec, cap if cap > counts[spec.parent] else None):
+                counts[name] = _count(conn, name)
+        child, parent = counts[spec.table], counts[spec.parent]
+        cap = child // ROWS_PER_SEEK if child is not None and parent is not None else 0
+        for raw in missing_parents(conn, spec, cap if cap > (parent or 0) else None):
             ref = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
             sql = f"SELECT {spec.key} FROM {spec.table} WHERE {spec.column} = CAST(? AS TEXT) ORDER BY rowid"
             for (row_key,) in conn.execute(sql, (raw,)):
                 log.add(spec.code, f"{spec.table} {row_key!r}: its {spec.noun} {ref!r} does not exist in {spec.parent}",
                         table=spec.table, key=str(row_key))
+
+
+def _count(conn: Any, table: str) -> int | None:
+    """``count(*)`` of ``table``, or None when SQLite cannot read it to the end (damage: the
+    GROUP BY then reads what it can, as it did before the count was taken)."""
+    try:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    except (sqlite3.DatabaseError, UnicodeDecodeError):
+        return None
 
 
 def missing_parents(conn: Any, spec: OrphanSpec, cap: int | None) -> list[Any]:
