@@ -18,7 +18,7 @@ from pydantic_core import PydanticSerializationError, SchemaSerializer, core_sch
 
 from .errors import HistorySeqConflictError, RecordFormatError
 from .history import RECORD_FORMAT_VERSION, is_plain_item, validate_current
-from .models import CHAT_ROLES, LLMMessage, is_stored_timestamp, utc_now
+from .models import CHAT_ROLES, LLMMessage, has_lone_surrogate, is_stored_timestamp, utc_now
 
 
 class PreparedEntry(NamedTuple):
@@ -231,7 +231,7 @@ def _item_parts(message: LLMMessage, seq: int, at: str) -> tuple[str, dict[str, 
         else:
             text, wire_message = _str_message(role, content, call_id, name)
             data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}'
-        if not data.isascii() and not _encodable(data):
+        if has_lone_surrogate(data):
             return None  # a lone surrogate: the dict path raises the usual error
         return data, {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
     if content is not None and type(content) is not str and not _dicts_with_str_keys(content):
@@ -268,7 +268,7 @@ def _calling_parts(seq: int, at: str, role: str, content: str | None, calls: lis
         return None
     text, wire_message = _str_message(role, content, call_id, name, calls_text, calls_wire)
     data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}'
-    if not data.isascii() and not _encodable(data):
+    if has_lone_surrogate(data):
         return None
     return data, {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
 
@@ -329,20 +329,11 @@ def _plain_entry(record_id: str, seq: int, at: str, role: str, content: str) -> 
     # role is one of CHAT_ROLES and at is in stored form: neither needs escaping
     data = (f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":{seq},"at":"{at}",'
             f'"message":{{"role":"{role}","content":{_json_string(content)}}}}}')
-    if not data.isascii() and not _encodable(data):
+    if has_lone_surrogate(data):
         raise _not_unicode(record_id, seq)
     wire = {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at,
             "message": {"role": role, "content": content}}
     return _new_prepared(PreparedEntry, (seq, RECORD_FORMAT_VERSION, "item", at, data, wire))
-
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _not_unicode(record_id: str, seq: int) -> RecordFormatError:

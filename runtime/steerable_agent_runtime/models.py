@@ -96,6 +96,18 @@ def _stored_date(text: str) -> bool:
     return True
 
 
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone UTF-16 surrogate, which is no character: UTF-8, SQLite and
+    every model API refuse it (ASCII text is decided in one pass, without encoding)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _check_timestamp(value: str) -> str:
     # Fast path for the stored form (every read goes through here): keep it as it is.
     # Other text of the same length (an ISO week date, a comma before the fraction) is

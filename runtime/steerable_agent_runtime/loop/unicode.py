@@ -14,19 +14,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..models import LLMMessage
+from ..models import LLMMessage, has_lone_surrogate
 
-
-def has_lone_surrogate(text: str) -> bool:
-    """Whether ``text`` holds a lone surrogate (ASCII text is checked in one pass, without encoding)."""
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
+__all__ = ["clean_message", "has_lone_surrogate"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

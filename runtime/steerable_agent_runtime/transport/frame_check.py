@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..models import has_lone_surrogate
+
 MAX_DEPTH = 128  # arrays and objects, counting the frame itself; the store and pydantic read ~190
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -32,7 +34,7 @@ def find_problem(line: bytes, value: Any) -> Problem | None:
     while stack:
         node, path, depth = stack.pop()
         if isinstance(node, str):
-            if not _is_text(node):
+            if has_lone_surrogate(node):
                 return path, "holds an unpaired UTF-16 surrogate (half of an emoji?), which is not text"
             continue
         if not isinstance(node, (dict, list)):
@@ -41,7 +43,7 @@ def find_problem(line: bytes, value: Any) -> Problem | None:
             return path, f"nests arrays and objects deeper than {MAX_DEPTH} levels"
         if isinstance(node, dict):
             for key, child in node.items():
-                if not _is_text(key):
+                if has_lone_surrogate(key):
                     return [*path, key.encode("utf-8", "backslashreplace").decode()], \
                         "is a key with an unpaired UTF-16 surrogate, which is not text"
                 stack.append((child, [*path, key], depth + 1))
@@ -49,12 +51,3 @@ def find_problem(line: bytes, value: Any) -> Problem | None:
             stack.extend((child, [*path, i], depth + 1) for i, child in enumerate(node))
     return None
 
-
-def _is_text(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
