@@ -47,6 +47,21 @@ def test_second_process_is_refused_naming_the_holder_pid(holder):
     assert f"pid {child.pid}" in str(err.value) and err.value.hint
 
 
+def test_a_symlink_to_the_store_is_refused_while_the_store_is_held(holder, tmp_path):
+    """The lease belongs to the file, not to the name: through a link (in another folder, under
+    another name) the store is the same one, so its holder's lease refuses it."""
+    db, child = holder
+    elsewhere = tmp_path / "links"
+    elsewhere.mkdir()
+    link = elsewhere / "other-name.db"
+    link.symlink_to(db)
+    assert lock_path_for(link) == lock_path_for(db)
+    with pytest.raises(StoreAlreadyOwnedError) as err:
+        SqliteStorage(link)
+    assert err.value.holder_pid == child.pid
+    assert not (elsewhere / "other-name.lock").exists()
+
+
 def test_lease_holder_is_found_without_taking_the_lock(holder):
     db, child = holder
     found = lease_holder(db)

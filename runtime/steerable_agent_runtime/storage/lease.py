@@ -37,8 +37,10 @@ _WINDOWS_LOCK_OFFSET = 1 << 30
 
 
 def lock_path_for(db_path: str | os.PathLike[str]) -> Path:
-    """The lease file of a database: same directory, same stem, suffix ``.lock``."""
-    path = Path(db_path)
+    """The lease file of a database: same directory, same stem, suffix ``.lock``, of the file
+    itself: symlinks are resolved first (as SQLite resolves them for its ``-wal``), so a link
+    and its target, whatever their names, are one store with one lease."""
+    path = Path(os.path.realpath(db_path))
     return path.with_name(path.stem + ".lock")
 
 
