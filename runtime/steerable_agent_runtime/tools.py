@@ -29,7 +29,7 @@ from typing import Any, Literal, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .errors import SteerableError, UsageError
-from .models import ToolCall
+from .models import ToolCall, has_lone_surrogate
 from .tooloutcome import MAX_ERROR_CHARS, handler_failed, json_data, tool_failure
 
 ToolMode = Literal["read", "safe_write", "destructive", "local", "external"]
@@ -88,11 +88,8 @@ class ToolResult(BaseModel):
         if self.needs_followup:
             body["needsFollowup"] = True
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate (a surrogateescape'd file name): its JSON escape
-                text = json.dumps(body, separators=(",", ":"))
+        if has_lone_surrogate(text):  # a surrogateescape'd file name: written as its JSON escape
+            text = json.dumps(body, separators=(",", ":"))
         return text
 
 

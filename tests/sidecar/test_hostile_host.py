@@ -214,7 +214,7 @@ def test_text_the_store_cannot_hold_and_nesting_it_cannot_read_are_refused_namin
     for params, field in [({"chatId": "c", "stageData": {"x": "\ud800"}}, "stageData.x"),
                           ({"chatId": "c\udbff"}, "chatId"),
                           ({"chatId": "c", "stageData": {"k\udc00": 1}}, "stageData.k\\udc00")]:
-        err = sc.request("agent.session.create", params)["error"]  # json.dumps escapes it as \udXXX
+        err = sc.request("agent.session.create", params)["error"]  # json.dumps sends it as a \ud800-style escape
         assert err["code"] == -32602 and err["data"]["field"] == field and "surrogate" in err["message"], err
         assert err["data"]["hint"]
     stream = sc.request("agent.chat.stream", {"chatId": "c", "provider": PROVIDER,

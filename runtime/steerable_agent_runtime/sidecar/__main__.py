@@ -110,7 +110,7 @@ def _run(args: argparse.Namespace, sink: Any) -> int:
     from ..errors import SteerableError
 
     if args.storage_path is not None:
-        # the lease sits beside the real file: a symlink and its target must not make two owners
+        # the store is the real file (storagePath reports it; the lease follows it too, lock_path_for)
         args.storage_path = os.path.realpath(args.storage_path)
     try:
         storage = open_storage(args.storage_path)

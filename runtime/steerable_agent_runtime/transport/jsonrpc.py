@@ -119,6 +119,9 @@ def _decode(raw: bytes, what: str, hint: str) -> Any:
                         hint=f"send values nested at most {MAX_DEPTH} levels deep")
 
 
+_VALUE_HINT = f"send text as valid Unicode and values nested at most {MAX_DEPTH} levels deep"
+
+
 def parse_body(raw: bytes) -> Any:
     """The params an HTTP body holds, read as strictly as a frame: the value, or an RpcError
     (-32700 as for a frame, -32602 naming a field frame_check refuses)."""
@@ -131,7 +134,7 @@ def parse_body(raw: bytes) -> Any:
     path, why = problem
     field = ".".join(map(str, path)) or "params"
     return RpcError(INVALID_PARAMS, f"invalid params: {field} {why}", data={"field": field},
-                    hint=f"send text as valid Unicode and values nested at most {MAX_DEPTH} levels deep")
+                    hint=_VALUE_HINT)
 
 
 def parse_frame(line: bytes) -> Frame:
@@ -152,14 +155,13 @@ def _refuse(frame: Frame, path: list[str | int], why: str) -> Frame:
     becomes an error response (the reverse request fails); a notification stays unanswered."""
     head, rest = (path[0], path[1:]) if path else ("", [])
     field = ".".join(map(str, rest))
-    hint = f"send text as valid Unicode and values nested at most {MAX_DEPTH} levels deep"
     if isinstance(frame, Response):
         return Response(frame.id, None, {"code": INVALID_PARAMS, "message": f"the host's answer: {head}.{field} {why}"})
     if head == "params" and field:
-        err = RpcError(INVALID_PARAMS, f"invalid params for {frame.method}: {field} {why}", hint=hint,
+        err = RpcError(INVALID_PARAMS, f"invalid params for {frame.method}: {field} {why}", hint=_VALUE_HINT,
                        data={"field": field}, request_id=frame.id if isinstance(frame, Request) else None)
     else:
-        err = RpcError(INVALID_REQUEST, f"invalid request: {'.'.join(map(str, path)) or 'the frame'} {why}", hint=hint)
+        err = RpcError(INVALID_REQUEST, f"invalid request: {'.'.join(map(str, path)) or 'the frame'} {why}", hint=_VALUE_HINT)
     err.silent = isinstance(frame, Notification)
     return err
 
