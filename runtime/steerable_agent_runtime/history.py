@@ -13,7 +13,7 @@ There is no skip-and-continue read path.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Protocol, Union
 
 from pydantic import Field, ValidationError
@@ -240,8 +240,64 @@ async def resume_transcript(storage: HistoryReader, record_id: str, *, page_size
     Reads tail-first in ``reverse=True`` pages bounded below by the newest checkpoint seq
     (``storage.history_checkpoint``), so it reads the checkpoint and the items after it and
     never an entry of the superseded prefix: O(tail). An empty or unknown record gives [].
-    Raises RecordFormatError (fail closed) if any entry it reads cannot be read.
+    Raises RecordFormatError (fail closed) if any entry it reads cannot be read. It returns
+    the record as stored, a tool result without its call included (an inspection, or the
+    start of the remedy :func:`resumable_transcript` names); CoreLoop.resume refuses that.
     """
+    return transcript_from(await _resume_tail(storage, record_id, page_size), record_id=record_id)
+
+
+async def resumable_transcript(storage: HistoryReader, record_id: str, *, page_size: int = 256) -> list[LLMMessage]:
+    """:func:`resume_transcript`, refusing a transcript no provider accepts (what resume sends).
+
+    Raises RecordFormatError, reading only, when a tool message answers a call no earlier
+    assistant message of the transcript made (an orphan tool result: a buggy host or another
+    build appended it, or a checkpoint kept a result and dropped its call); the error names the
+    record, the seq of the entry holding it and the remedy. Also what resume_transcript raises.
+    """
+    tail = await _resume_tail(storage, record_id, page_size)
+    transcript = transcript_from(tail, record_id=record_id)
+    orphan = orphan_tool_result(transcript)
+    if orphan is not None:
+        seq = _seq_holding(tail, orphan[0])
+        raise RecordFormatError(
+            f"{_where(record_id, seq)}: a tool result for call {orphan[1]!r} that no earlier assistant message"
+            " made (every provider refuses such a transcript); the record was not modified",
+            record_id=record_id, seq=seq, hint=ORPHAN_RESULT_HINT)
+    return transcript
+
+
+ORPHAN_RESULT_HINT = ("read the transcript with resume_transcript(), drop that tool message (or put back the"
+                      " assistant message holding its call) and continue with run(messages, chat_id=...): it"
+                      " appends one seed the record resumes from; the record was not modified")
+
+
+def orphan_tool_result(messages: Sequence[LLMMessage]) -> tuple[int, str | None] | None:
+    """(index, call id) of the first tool message no earlier assistant message called, or None."""
+    called: set[Any] = set()
+    for index, message in enumerate(messages):
+        if message.tool_calls:
+            called.update(call.get("id") for call in message.tool_calls)
+        elif message.role == "tool" and message.tool_call_id not in called:
+            return index, message.tool_call_id
+    return None
+
+
+def _seq_holding(tail: list[dict[str, Any]], index: int) -> int:
+    """The seq of the entry that put message ``index`` into ``transcript_from(tail)`` (entries
+    already read by it: each is an item or a checkpoint holding its messages)."""
+    owners: list[int] = []
+    for raw in tail:
+        if raw.get("type") == "item":
+            owners.append(raw["seq"])
+        else:
+            held = raw.get("replacement" if raw.get("type") == "compaction_boundary" else "messages")
+            owners = [raw["seq"]] * len(held)
+    return owners[index]
+
+
+async def _resume_tail(storage: HistoryReader, record_id: str, page_size: int) -> list[dict[str, Any]]:
+    """The entries from the newest checkpoint to the tail, ascending (see resume_transcript)."""
     checkpoint = await storage.history_checkpoint(record_id)
     after = None if checkpoint is None else checkpoint - 1
     tail: list[dict[str, Any]] = []
@@ -253,4 +309,4 @@ async def resume_transcript(storage: HistoryReader, record_id: str, *, page_size
             break
         until = page[-1]["seq"] - 1
     tail.reverse()
-    return transcript_from(tail, record_id=record_id)
+    return tail

@@ -182,6 +182,9 @@ def _plant_newer_entry(db) -> None:
 
     store = SqliteStorage(db)
     run(store.append_history("c1", [item("hello"), item("hi", role="assistant")]))
+    # c2: a tool result that answers no call (a buggy host or a foreign build wrote it)
+    run(store.append_history("c2", [item("hello"), {"type": "item", "message": {
+        "role": "tool", "toolCallId": "ghost", "name": "t", "content": "{}"}}]))
     run(store.close())
     raw = ('{"v":3,"type":"item","seq":3,"at":"2026-01-01T00:00:00.000000Z",'
            '"message":{"role":"user","content":"x"},"parts":[]}')
@@ -197,12 +200,12 @@ def _history_rows(db) -> list:
 
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return conn.execute("SELECT record_id, seq, v, type, at, data, crc FROM history ORDER BY seq").fetchall()
+        return conn.execute("SELECT record_id, seq, v, type, at, data, crc FROM history ORDER BY record_id, seq").fetchall()
     finally:
         conn.close()
 
 
-def test_a_record_from_a_newer_build_is_32003_with_the_remedy_and_unchanged(spawn, tmp_path):
+def test_a_record_from_a_newer_build_or_with_an_orphan_tool_result_is_32003_with_the_remedy_and_unchanged(spawn, tmp_path):
     db = tmp_path / "s.db"
     _plant_newer_entry(db)
     before = _history_rows(db)
@@ -217,6 +220,10 @@ def test_a_record_from_a_newer_build_is_32003_with_the_remedy_and_unchanged(spaw
         assert err["code"] == -32003, err
         assert "upgrade the app" in err["data"]["hint"] and "not modified" in err["data"]["hint"]
         assert err["data"]["version"] == 3 and err["data"]["seq"] == 3
+    err = sc.request("agent.chat.stream", {"chatId": "c2", "resume": True, "messages": [], "provider": {
+        "kind": "openai_compat", "model": "m", "baseUrl": "http://127.0.0.1:9"}})["error"]
+    assert err["code"] == -32003 and err["data"]["seq"] == 2 and "'ghost'" in err["message"], err
+    assert "run(messages, chat_id=" in err["data"]["hint"] and "not modified" in err["data"]["hint"]
     assert sc.call("system.ping")["pong"] is True
     assert sc.notifications_of("stream.chunk") == [] and sc.notifications_of("stream.done") == []
     sc.close_stdin()

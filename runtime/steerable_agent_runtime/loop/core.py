@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import UsageError
+from ..history import orphan_tool_result
 from ..llm.types import LLMUsage
 from ..models import AgentSession, LLMMessage
 from ..tools import ToolRouter
@@ -57,17 +58,6 @@ def _as_messages(messages: Any) -> list[LLMMessage]:
                              hint="each message is an LLMMessage or a dict {'role': user|assistant|tool|system, "
                                   "'content': ...}") from None
     return out
-
-
-def _orphan_result(transcript: list[LLMMessage]) -> tuple[int, str | None] | None:
-    """(index, call id) of the first tool result no earlier assistant message called, or None."""
-    called: set[Any] = set()
-    for index, message in enumerate(transcript):
-        if message.tool_calls:
-            called.update(call.get("id") for call in message.tool_calls)
-        elif message.role == "tool" and message.tool_call_id not in called:
-            return index, message.tool_call_id
-    return None
 
 
 class CoreLoop:
@@ -169,7 +159,7 @@ class CoreLoop:
         if not transcript:
             raise UsageError("the transcript is empty: the model has nothing to answer",
                              hint="pass at least one message, e.g. {'role': 'user', 'content': '...'}")
-        orphan = _orphan_result(transcript)
+        orphan = orphan_tool_result(transcript)
         if orphan is not None:
             raise UsageError(f"message {orphan[0]} is a tool result for call {orphan[1]!r}, which no earlier "
                              "assistant message made (providers refuse such a transcript)",
@@ -183,8 +173,9 @@ class CoreLoop:
 
         Dangling tool calls get an "interrupted; verify its side effects" result, appended to the
         record. Raises UsageError without a storage or while a turn runs; the iterator raises
-        RecordFormatError (the record untouched) for a record this build cannot read, and
-        UsageError for an empty record with no new messages.
+        RecordFormatError (the record untouched) for a record this build cannot read or whose
+        transcript holds a tool result no earlier call asked for (history.resumable_transcript),
+        and UsageError for an empty record with no new messages.
         """
         if self.storage is None:
             raise UsageError("resume needs a storage", hint="create the CoreLoop with storage=...")

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import HookError, UsageError
-from ..history import resume_transcript
+from ..history import resumable_transcript
 from ..llm.types import LLMUsage
 from ..models import AgentSession, LLMMessage, ToolCall, utc_now
 from .events import CompletionStatus, LoopEvent
@@ -271,7 +271,7 @@ async def open_transcript(storage: Any, writer: RecordWriter, messages: list[LLM
     if resume_id is None:
         await writer.start(messages)
         return messages
-    stored = await resume_transcript(storage, resume_id)
+    stored = await resumable_transcript(storage, resume_id)
     if not stored and not messages:
         raise UsageError(f"record {resume_id!r} is empty: nothing to resume",
                          hint="start the chat with run(messages, chat_id=...)")

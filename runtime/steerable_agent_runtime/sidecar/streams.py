@@ -8,8 +8,9 @@ Guarantees:
   a tool call starting -> ``{toolCall}``, its result -> ``{toolResult}``, steer / hook
   actions / budget -> ``{notice}``; a failed turn -> ``stream.error {streamId, code,
   message, data}``; always last: ``stream.done {streamId, status, reason, usage, traceId}``.
-- A resume (``resume: true``) reads the record first: a record this build cannot read is
-  -32003 on the request itself and nothing is written.
+- A resume (``resume: true``) reads the record first: a record this build cannot read, or
+  one holding a tool result that answers no call, is -32003 on the request itself and
+  nothing is written.
 - ``stop_all`` cancels every stream and waits (up to a grace period) for each to write its
   partial turn to the record.
 - The streams share one HTTP client (one TLS context, pooled keep-alive connections to the
@@ -185,9 +186,9 @@ class StreamManager:
                      write_text: TextWriter | None) -> RunningStream:
         p.check_messages(args.messages)
         if args.resume:
-            from ..history import resume_transcript
+            from ..history import resumable_transcript
 
-            await resume_transcript(self.storage, args.chat_id)  # fail closed before writing anything
+            await resumable_transcript(self.storage, args.chat_id)  # fail closed before writing anything
         # the loop, httpx and a provider: imported when the first stream starts
         from .loop_glue import events_of, make_loop
 
