@@ -28,6 +28,7 @@ from .errors import (
     StoreClosedError,
     StoreConnectionError,
     StoreServerError,
+    ToolDefinitionError,
     UsageError,
 )
 
@@ -56,7 +57,7 @@ __all__ = [
     "OutputExistsError", "RECORD_FORMAT_VERSION", "RecordFormatError", "RepairInterruptedError", "SCHEMA_VERSION",
     "SchemaTooNewError", "SqliteStorage", "SteerableError", "StorageAdapter", "StoreAccessError",
     "StoreAlreadyOwnedError", "StoreAuthError",
-    "StoreClosedError", "StoreConnectionError", "StoreServerError", "TraceEvent", "TraceRecorder", "TraceSpan",
+    "StoreClosedError", "StoreConnectionError", "StoreServerError", "ToolDefinitionError", "TraceEvent", "TraceRecorder", "TraceSpan",
     "UsageError", "parse_entry", "resume_transcript", "upgrade_entry_dict", "__version__",
 ]
 # The runtime loop and tools (issue 12).

@@ -84,6 +84,13 @@ class HookError(UsageError):
     default_hint = "fix the hook: it must return its documented type or None, and not raise"
 
 
+class ToolDefinitionError(UsageError):
+    """A tool definition (name, description, JSON schema) that a provider would refuse or that
+    is not JSON: raised when the tool is registered, so no request is ever built from it."""
+
+    default_hint = "give the tool a name, a description and parameters every provider accepts (docs/loop.md, Tools)"
+
+
 class NotAStoreError(SteerableError):
     """The path is missing, a directory, unreadable, empty, not SQLite, or not our store."""
 

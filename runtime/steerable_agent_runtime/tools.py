@@ -20,16 +20,15 @@ import copy
 import difflib
 import inspect
 import json
-import re
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .errors import SteerableError, UsageError
+from .errors import SteerableError, ToolDefinitionError, UsageError
 from .models import ToolCall, has_lone_surrogate
+from .tooldefs import TOOL_NAME, argument_model, check_definition, check_description, check_name, parameters_schema
 from .tooloutcome import MAX_ERROR_CHARS, handler_failed, json_data, tool_failure
 
 ToolMode = Literal["read", "safe_write", "destructive", "local", "external"]
@@ -39,9 +38,6 @@ CONSENT_MODES: frozenset[str] = frozenset({"local", "destructive"})
 RAW_ARGUMENTS_KEY = "__raw_arguments__"
 """Key of the one-entry ``arguments`` dict a provider builds when the model's arguments are not
 a JSON object (see :func:`decode_arguments`); dispatch answers such a call with a failed result."""
-
-TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""The tool names every provider accepts (OpenAI's and Anthropic's rule; Gemini also takes dots)."""
 
 CONTEXT_PARAMETER = "context"
 """A handler parameter of this name is not part of the schema: it receives dispatch's ``context``."""
@@ -136,18 +132,33 @@ def _schema(spec: ToolSpec) -> dict[str, Any]:
 def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | None = None) -> ToolSpec:
     """Build a ToolSpec from ``fn``'s signature: one schema field per parameter (hint and default).
 
-    Raises UsageError for a name providers refuse (not 1-64 of ``A-Za-z0-9_-``; a lambda needs
-    ``name=``), an unknown mode, a ``*args``/``**kwargs`` parameter, a parameter without a type
-    hint or with a hint that does not resolve, or one the schema cannot carry (a leading
-    underscore, a pydantic ``model_`` name): the schema could not say what the model must send.
-    A ``functools.partial`` or a callable object registers from its signature.
+    Raises UsageError for an unknown mode, a ``*args``/``**kwargs`` parameter, a parameter
+    without a type hint or with a hint that does not resolve, or one the schema cannot carry (a
+    leading underscore, a pydantic ``model_`` name): the schema could not say what the model must
+    send. Raises ToolDefinitionError (a UsageError) for a definition a provider would refuse or
+    that is not JSON (:mod:`.tooldefs`): a name not 1-64 of ``A-Za-z0-9_-`` starting with a
+    letter or ``_`` (a lambda needs ``name=``), a description that is not text or holds a lone
+    surrogate, a default that is not JSON, a type with no JSON schema. ``Field(...)`` metadata
+    in ``Annotated`` hints is kept (descriptions, bounds). A ``functools.partial`` or a callable
+    object registers from its signature.
     """
-    tool_name = name if name is not None else getattr(fn, "__name__", None)
-    if not isinstance(tool_name, str) or not TOOL_NAME.fullmatch(tool_name):
-        raise UsageError(f"tool name {tool_name!r} is not 1-64 letters, digits, '_' or '-'",
-                         hint="pass name='...' (providers refuse other tool names)")
+    tool_name = check_name(name if name is not None else getattr(fn, "__name__", None))
     if mode not in TOOL_MODES:
         raise UsageError(f"tool {tool_name!r}: unknown mode {mode!r}", hint=f"use one of {', '.join(TOOL_MODES)}")
+    doc = check_description(tool_name, description if description is not None else inspect.getdoc(fn) or "")
+    fields, takes_context = _fields(fn, tool_name)
+    model = argument_model(tool_name, fields)
+    for dropped in [n for n in fields if n not in model.model_fields or hasattr(BaseModel, n)]:
+        raise UsageError(f"tool {tool_name!r}: parameter {dropped!r} cannot be a schema field",
+                         hint="rename it (no leading underscore, no 'model_' prefix)")
+    spec = ToolSpec(tool_name, doc, mode, fn, model, takes_context,  # type: ignore[arg-type]
+                    parameters=parameters_schema(tool_name, model, fields))
+    check_definition(tool_name, spec.describe()["function"])
+    return spec
+
+
+def _fields(fn: Handler, tool_name: str) -> tuple[dict[str, Any], bool]:
+    """The schema fields of ``fn``'s parameters (name -> (hint, default)), and whether it takes ``context``."""
     hints = _hints(fn, tool_name)
     fields: dict[str, Any] = {}
     takes_context = False
@@ -161,23 +172,15 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
         if param.name not in hints:
             raise UsageError(f"tool {tool_name!r}: parameter {param.name!r} has no type hint",
                              hint="annotate it (the JSON schema is built from the type hints)")
-        default = ... if param.default is param.empty else param.default
-        fields[param.name] = (hints[param.name], default)
-    with warnings.catch_warnings():  # a name shadowing BaseModel's is refused just below
-        warnings.simplefilter("ignore")
-        model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
-    for dropped in [n for n in fields if n not in model.model_fields or hasattr(BaseModel, n)]:
-        raise UsageError(f"tool {tool_name!r}: parameter {dropped!r} cannot be a schema field",
-                         hint="rename it (no leading underscore, no 'model_' prefix)")
-    doc = description if description is not None else inspect.getdoc(fn) or ""
-    return ToolSpec(tool_name, doc, mode, fn, model, takes_context)  # type: ignore[arg-type]
+        fields[param.name] = (hints[param.name], ... if param.default is param.empty else param.default)
+    return fields, takes_context
 
 
 def _hints(fn: Handler, tool_name: str) -> dict[str, Any]:
     """The resolved type hints of ``fn``'s parameters (from its signature for a partial or an object)."""
     try:
         try:
-            return get_type_hints(fn)
+            return get_type_hints(fn, include_extras=True)  # keep Field(...) in Annotated hints
         except TypeError:  # not a function: a functools.partial, a callable object
             parameters = inspect.signature(fn, eval_str=True).parameters.values()
             return {p.name: p.annotation for p in parameters if p.annotation is not p.empty}
@@ -327,6 +330,6 @@ def tool(*, router: ToolRouter | None = None, description: str | None = None, mo
 
 
 __all__ = [
-    "CONSENT_MODES", "CONTEXT_PARAMETER", "MAX_ERROR_CHARS", "RAW_ARGUMENTS_KEY", "TOOL_MODES", "ToolCall", "ToolConsentError",
-    "ToolMode", "ToolResult", "ToolRouter", "ToolSpec", "build_spec", "decode_arguments", "tool",
+    "CONSENT_MODES", "CONTEXT_PARAMETER", "MAX_ERROR_CHARS", "RAW_ARGUMENTS_KEY", "TOOL_MODES", "TOOL_NAME", "ToolCall",
+    "ToolConsentError", "ToolDefinitionError", "ToolMode", "ToolResult", "ToolRouter", "ToolSpec", "build_spec", "decode_arguments", "tool",
 ]

@@ -96,6 +96,9 @@ def test_stream_params_the_model_cannot_use_are_refused_on_the_request(spawn):
          "tools.0.function.parameters"),
         ({**base, "tools": [{"type": "function", "function": {"name": "a", "description": 5}}]},
          "tools.0.function.description"),
+        *(({**base, "tools": [{"type": "function", "function": {"name": "ok"}},
+                              {"type": "function", "function": {"name": name}}]}, "tools.1.function.name")
+          for name in ("a b", "1tool", "dotted.name", "x" * 65)),  # names a provider refuses
         ({**base, "provider": {**PROVIDER, "baseUrl": "not a url"}}, "provider.baseUrl"),
         ({**base, "messages": []}, "messages"),
         ({**base, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "toolCalls": [

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..models import ToolCall
+from ..tooldefs import TOOL_NAME
 from ..tools import CONSENT_MODES, ToolResult
 from ..transport.jsonrpc import INVALID_PARAMS, RpcError
 
@@ -35,8 +36,9 @@ def check_schemas(schemas: list[dict[str, Any]]) -> dict[str, str]:
         if schema.get("type") != "function" or not isinstance(fn, dict):
             raise _bad(f"tools.{index}", 'each tool must be {"type": "function", "function": {...}}')
         name = fn.get("name")
-        if not isinstance(name, str) or not name:
-            raise _bad(f"tools.{index}.function.name", "a tool needs a non-empty name")
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise _bad(f"tools.{index}.function.name", f"{name!r} is not a tool name every provider takes (1-64"
+                       " letters, digits, '_' or '-', starting with a letter or '_')")
         for key, kind, label in (("parameters", dict, "a JSON schema object"), ("description", str, "a string")):
             if key in fn and not isinstance(fn[key], kind):
                 raise _bad(f"tools.{index}.function.{key}", f"{key} must be {label}")
