@@ -38,6 +38,9 @@ class RecordWriter:
         self.storage = storage
         self.record_id = record_id
         self.flushed = 0
+        # a storage that appends items synchronously without returning them (InMemoryStorage's
+        # append_items_now): the flushes that can take it skip a coroutine per flush
+        self._append_now = getattr(storage, "append_items_now", None)
 
     async def start(self, transcript: Sequence[LLMMessage]) -> None:
         """Line the record up with the transcript a run starts from.
@@ -52,7 +55,8 @@ class RecordWriter:
         existing = await resume_transcript(self.storage, self.record_id)
         if list(transcript[: len(existing)]) == existing:
             self.flushed = len(existing)
-            await self.flush(transcript, clean=False)
+            if not self.flush_now(transcript):
+                await self.flush(transcript, clean=False)
         else:
             await self.storage.append_history(
                 self.record_id, [{"type": "seed", "messages": [m.to_wire() for m in transcript]}])
@@ -81,6 +85,21 @@ class RecordWriter:
             if not clean or not isinstance(transcript, list) or not self._clean_tail(transcript):
                 raise
         return await self._append(transcript)
+
+    def flush_now(self, transcript: Sequence[LLMMessage]) -> bool:
+        """:meth:`flush` without awaiting, when the storage offers ``append_items_now`` and takes
+        every unflushed message that way (the same entries :meth:`flush` appends, in one atomic
+        call); True then, or when nothing is unflushed. False, nothing appended: await
+        :meth:`flush` (which appends them, cleans them, or raises)."""
+        append, flushed = self._append_now, self.flushed
+        count = len(transcript)
+        if count <= flushed:
+            self.flushed = count
+            return True
+        if append is None or not append(self.record_id, transcript[flushed:]):
+            return False
+        self.flushed = count
+        return True
 
     def _clean_tail(self, transcript: list[LLMMessage]) -> bool:
         """Clean the unflushed messages in place; whether any changed."""

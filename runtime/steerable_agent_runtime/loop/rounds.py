@@ -80,7 +80,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                             return
                     else:
                         ctx.round_index = rnd
-                    if recording and len(transcript) > writer.flushed:
+                    if recording and len(transcript) > writer.flushed and not writer.flush_now(transcript):
                         await writer.flush(transcript)
                     reply_calls: list[ToolCall] = []  # the calls of this round's reply
                     attempt = 1
@@ -185,7 +185,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                         attempt += 1
                     calls = reply_calls
                     if calls:  # (a failed request has none: the turn ends in t.settle)
-                        if recording:
+                        if recording and not writer.flush_now(transcript):
                             await writer.flush(transcript)  # the calls are in the record before any runs
                         results: list[tuple[ToolCall, ToolResult]] = []
                         if len(calls) == 1 and not loop._cancel:
@@ -208,7 +208,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                         for call, result in results:  # toolbatch.tool_message, inline
                             transcript.append(LLMMessage(role="tool", tool_call_id=call.id, name=call.name,
                                                          content=result.to_content()))
-                        if recording:
+                        if recording and not writer.flush_now(transcript):
                             await writer.flush(transcript)
                         yield LoopEvent("stage_complete", {"round": rnd, "usage": t.round_usage.to_wire()})
                         if loop._cancel or batch.consecutive_errors >= max_tool_errors:

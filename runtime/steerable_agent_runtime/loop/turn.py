@@ -254,8 +254,9 @@ class Turn:
     async def end(self, status: CompletionStatus, reason: str, *, requested: bool = True) -> list[LoopEvent]:
         """End the turn: the last flush, the trace outcome, the ``completion`` event (its ``rounds``:
         the rounds that sent a request, this one included unless ``requested`` is False)."""
-        if self.writer.storage is not None:
-            await self.writer.flush(self.transcript)
+        writer = self.writer
+        if writer.storage is not None and not writer.flush_now(self.transcript):
+            await writer.flush(self.transcript)
         self.stopped = True
         usage = self.loop.usage = self.usage
         self.run.set_outcome(OUTCOME[status])

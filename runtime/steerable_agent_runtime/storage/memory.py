@@ -7,12 +7,12 @@ is a fresh copy, exactly as it would be read from SQLite.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from ..history import CHECKPOINT_TYPES, read_entry_text
-from ..history_append import loop_item, prepare_append
-from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
+from ..history_append import item_text, loop_item, prepare_append
+from ..models import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan, WireModel, utc_now
 
 M = TypeVar("M", bound=WireModel)
 
@@ -115,6 +115,43 @@ class InMemoryStorage:
                 self._checkpoints.setdefault(record_id, []).append(p.seq)
             stored.append(p.wire)
         return stored
+
+    def append_items_now(self, record_id: str, messages: Sequence[LLMMessage]) -> bool:
+        """Append each of ``messages`` as an ``item`` entry, synchronously, returning no entries.
+
+        Stores exactly what ``append_history(record_id, [{"type": "item", "message": m} for m in
+        messages])`` stores (the same texts: history_append.item_text, which a property test holds
+        to prepare_append), all stamped with one time, atomic: True when all were appended; False,
+        appending nothing, when any message is not exactly a sound LLMMessage whose text is valid
+        (the caller then calls append_history, which stores it or raises the usual error). The
+        loop's record writer calls it at its flush points (loop/record.py): the loop never reads
+        the returned entries, and a coroutine per flush is what InMemoryStorage would add.
+        """
+        log = self._history.get(record_id)
+        seq = 1 if log is None else len(log) + 1
+        at = utc_now()
+        if len(messages) == 1:  # the common flush
+            message = messages[0]
+            text = item_text(message, seq, at) if type(message) is LLMMessage else None
+            if text is None:
+                return False
+            if log is None:
+                self._history[record_id] = [text]
+            else:
+                log.append(text)
+            return True
+        texts = []
+        for message in messages:
+            text = item_text(message, seq, at) if type(message) is LLMMessage else None
+            if text is None:
+                return False
+            texts.append(text)
+            seq += 1
+        if log is None:
+            self._history[record_id] = texts
+        else:
+            log.extend(texts)
+        return True
 
     async def list_history(
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,

@@ -1,0 +1,205 @@
+"""The record writer's synchronous flush (RecordWriter.flush_now -> InMemoryStorage.append_items_now)
+stores what the awaited flush (append_history of ``{"type": "item", "message": m}`` entries) stores.
+
+- ``history_append.item_text`` is the text prepare_append stores for the same entry, or None (then
+  the careful path decides): generated messages, and messages whose fields were reassigned to
+  values validation refuses.
+- ``append_items_now`` appends exactly the texts append_history would, all or nothing, and what
+  it stored does not change when the caller later mutates the message.
+- A whole loop run records the same entries (apart from the times) with and without the
+  synchronous path, and a lone surrogate from the model still takes the cleaning path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from steerable_agent_runtime import InMemoryStorage, LLMMessage, RecordFormatError, resume_transcript
+from steerable_agent_runtime.history_append import _item_parts, item_text, prepare_append
+from steerable_agent_runtime.llm import ScriptedProvider, ScriptedResponse
+from steerable_agent_runtime.loop import CoreLoop
+from steerable_agent_runtime.loop.record import RecordWriter
+from steerable_agent_runtime.models import utc_now
+
+from tests.helpers import run
+from tests.loop.kit import USER, drain, make_router
+from tests.storage.test_typed_items import _changed, _messages
+
+AT = "2026-01-01T00:00:00.000000Z"
+
+
+def _careful_data(message, seq, at=AT):
+    """What prepare_append stores for the item holding ``message`` (the error type when it refuses)."""
+    try:
+        return prepare_append("r", [{"type": "item", "at": at, "message": message}], seq)[0].data
+    except RecordFormatError:
+        return RecordFormatError
+
+
+def _check_text(message, seq):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pydantic warns when it serialises a reassigned field
+        text = item_text(message, seq, AT)
+        parts = _item_parts(message, seq, AT)
+        careful = _careful_data(message, seq)
+    if text is not None:
+        assert text == careful
+    # the same decision as the returning fast path, and the same text
+    assert (parts is None) == (text is None)
+    if parts is not None:
+        assert parts[0] == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(_messages(), st.integers(1, 2**63 - 1))
+def test_item_text_is_what_prepare_append_stores(message, seq):
+    _check_text(message, seq)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_changed(), st.integers(1, 100))
+def test_item_text_of_a_changed_message_is_what_prepare_append_stores_or_nothing(message, seq):
+    _check_text(message, seq)
+
+
+def test_item_text_takes_the_common_shapes():
+    """The loop's messages all take the fast path (None would send them to the careful one)."""
+    for message in (LLMMessage(role="user", content="hi"),
+                    LLMMessage(role="assistant", content="checking", tool_calls=[
+                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]),
+                    LLMMessage(role="assistant", tool_calls=[{"id": "c1", "name": "f", "arguments": {"a": [1, None]}}]),
+                    LLMMessage(role="tool", tool_call_id="c1", name="f", content='{"ok": true}'),
+                    LLMMessage(role="assistant", content="")):
+        assert item_text(message, 3, AT) == _careful_data(message, 3)
+
+
+_rounds = st.lists(st.lists(st.one_of(_messages(), _changed()), min_size=1, max_size=3), min_size=1, max_size=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_rounds)
+def test_append_items_now_stores_what_append_history_stores(rounds):
+    """Each round through append_items_now (append_history when it declines) on one storage, through
+    append_history of wire dicts with the same stamps on the other: the same record, entry for entry."""
+    async def go():
+        fast, careful = InMemoryStorage(), InMemoryStorage()
+        for messages in rounds:
+            before = len(fast._history.get("r", []))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                taken = fast.append_items_now("r", messages)
+                if not taken:
+                    assert len(fast._history.get("r", [])) == before  # all or nothing
+                    try:
+                        await fast.append_history("r", [{"type": "item", "message": m} for m in messages])
+                    except RecordFormatError:
+                        pass
+            added = await fast.list_history("r", after_seq=before)
+            if not added:  # refused by both: the careful side must refuse the same batch
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        wires = [{"type": "item", "at": AT, "message": m.to_wire()} for m in messages]
+                    await careful.append_history("r", wires)
+                except Exception:  # noqa: BLE001 - a RecordFormatError, or to_wire refusing a non-JSON value
+                    continue
+                raise AssertionError("the careful path took a batch the fast side refused")
+            if taken:
+                assert len({e["at"] for e in added}) == 1  # one atomic append: one stamp
+            await careful.append_history("r", [{"type": "item", "at": e["at"], "message": e["message"]}
+                                               for e in added])
+        assert fast._history == careful._history
+        assert await fast.list_history("r") == await careful.list_history("r")
+
+    run(go())
+
+
+def test_append_items_now_keeps_what_it_stored_when_the_caller_mutates_the_message():
+    async def go():
+        storage = InMemoryStorage()
+        call = {"id": "c1", "name": "read_note", "arguments": {"name": "x"}}
+        message = LLMMessage(role="assistant", content="checking", tool_calls=[call])
+        tool = LLMMessage(role="tool", tool_call_id="c1", name="read_note", content="a note")
+        assert storage.append_items_now("r", [message, tool])
+        before = await storage.list_history("r")
+        message.content = "changed"
+        call["arguments"]["name"] = "y"
+        message.tool_calls.append({"id": "c2", "name": "other", "arguments": {}})
+        tool.content = "another"
+        after = await storage.list_history("r")
+        assert after == before
+        assert after[0]["message"]["toolCalls"] == [{"id": "c1", "name": "read_note", "arguments": {"name": "x"}}]
+        assert [e["seq"] for e in after] == [1, 2]
+
+    run(go())
+
+
+def test_append_items_now_declines_what_it_cannot_write_and_appends_nothing():
+    storage = InMemoryStorage()
+    good = LLMMessage(role="user", content="hi")
+
+    class Sub(LLMMessage):
+        pass
+
+    for bad in (LLMMessage(role="user", content="a\ud800b"), Sub(role="user", content="hi"), {"role": "user"}):
+        assert storage.append_items_now("r", [good, bad]) is False
+        assert "r" not in storage._history
+    assert storage.append_items_now("r", [good]) is True
+    assert len(storage._history["r"]) == 1
+
+
+class AwaitedOnly(InMemoryStorage):
+    """InMemoryStorage without the synchronous append: the writer awaits append_history."""
+
+    append_items_now = None
+
+
+def _turn(storage, script):
+    router, _ = make_router()
+    loop = CoreLoop(ScriptedProvider(list(script)), router, storage=storage)
+    return asyncio.run(drain(loop.run(USER, chat_id="c1")))
+
+
+def _without_times(entries):
+    return [{k: v for k, v in entry.items() if k != "at"} for entry in entries]
+
+
+def test_a_loop_run_records_the_same_entries_with_and_without_the_synchronous_append():
+    script = [ScriptedResponse(text="looking", tool_calls=[{"id": "a", "name": "read_note", "arguments": {"name": "x"}}]),
+              ScriptedResponse(tool_calls=[{"id": "b", "name": "read_note", "arguments": {"name": "y"}},
+                                           {"id": "c", "name": "read_note", "arguments": {"name": "z"}}]),
+              ScriptedResponse(text="done")]
+    fast, awaited = InMemoryStorage(), AwaitedOnly()
+    _turn(fast, script)
+    _turn(awaited, script)
+    fast_entries, awaited_entries = run(fast.list_history("c1")), run(awaited.list_history("c1"))
+    assert len(fast_entries) == 1 + 2 + 3 + 1  # the user, each reply and each result as its own item
+    assert _without_times(fast_entries) == _without_times(awaited_entries)
+    assert run(resume_transcript(fast, "c1")) == run(resume_transcript(awaited, "c1"))
+
+
+def test_a_lone_surrogate_from_the_model_still_takes_the_cleaning_path():
+    storage = InMemoryStorage()
+    events = _turn(storage, [ScriptedResponse(text="bad \ud800 text")])
+    assert events[-1].data["status"] == "completed"
+    entries = run(storage.list_history("c1"))
+    assert entries[-1]["message"] == {"role": "assistant", "content": "bad \ufffd text"}
+
+
+def test_flush_now_declines_without_the_synchronous_append_and_the_awaited_flush_appends():
+    async def go():
+        storage = AwaitedOnly()
+        writer = RecordWriter(storage, "r")
+        transcript = [LLMMessage(role="user", content="hi")]
+        assert writer.flush_now(transcript) is False and writer.flushed == 0
+        assert await writer.flush(transcript) == 1
+        assert writer.flush_now(transcript) is True  # nothing left to flush
+        fast = RecordWriter(InMemoryStorage(), "r")
+        assert fast.flush_now(transcript) is True and fast.flushed == 1
+        assert fast.flush_now(transcript) is True and len(fast.storage._history["r"]) == 1  # once per message
+        assert (await fast.storage.list_history("r"))[0]["at"] <= utc_now()
+
+    run(go())
