@@ -20,9 +20,10 @@ per file per concurrent reader, never one per read. Where descriptors cannot be 
 stays parked for the process's life. Windows locks belong to the handle: closed at once.
 
 The library's sqlite3 connections are created inside :func:`opening`, which excludes the
-check-then-close step, so a connection created in another thread at that moment is seen. One
-created elsewhere (a raw sqlite3 connection, SqlAlchemyStorage's aiosqlite pool) in another
-thread at that same instant is not: its first lock could be dropped in that window.
+check-then-close step, so a connection created in another thread at that moment is seen
+(SqlAlchemyStorage's aiosqlite pool included: storage/sqla_sqlite.py makes each connection
+in aiosqlite's thread under it). One created elsewhere (a raw sqlite3 connection of the host
+app) in another thread at that same instant is not: its first lock could be dropped then.
 """
 
 from __future__ import annotations

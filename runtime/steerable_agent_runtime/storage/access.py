@@ -26,7 +26,8 @@ created atomically (:func:`create_store`). SqliteStorage, compact, archive, rest
 SQLite destination and salvage's rebuild open through :func:`claim` / :func:`held` and
 :func:`connect`; repair, which must take a store SQLite may not read, through
 :func:`claim_damaged`; :func:`transaction` is the one write transaction. SqlAlchemyStorage on
-SQLite takes no lease and calls :func:`check_before_open`. Read-only jobs open through
+SQLite takes no lease, calls :func:`check_before_open` at open and checks every pool connection
+against the file it checked (storage/sqla_sqlite.py). Read-only jobs open through
 maintenance/readonly.py, which uses the same probe and names.
 """
 

@@ -6,7 +6,9 @@
 in ``data``, its CRC-32 in ``crc``, the filter fields in indexed columns (storage/schema.py;
 the PostgreSQL types in storage/pgschema.py), so rows move between stores byte for byte.
 On SQLite the file is exactly a SqliteStorage store (same DDL, FTS5 index and header
-markers), but no write lease is taken: SQLite's own locks serialise writers.
+markers), but no write lease is taken: SQLite's own locks serialise writers. The file is
+checked as SqliteStorage checks it at open, and every pool connection is made under
+``pinned.opening()`` to that same regular file or refused (storage/sqla_sqlite.py).
 
 Guarantees:
 - Opening: the constructor connects to nothing. The first call (or ``await open()``, or
@@ -39,7 +41,6 @@ import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from ..errors import (
@@ -74,7 +75,8 @@ from ..models import (
 )
 from . import pgschema
 from .dberrors import translated
-from .access import check_before_open, create_store, refuse_newer_schema
+from .sqla_sqlite import SqliteFile
+from .access import refuse_newer_schema
 from .schema import (
     APPLICATION_ID,
     CHECKPOINT_WHERE,
@@ -149,15 +151,16 @@ class SqlAlchemyStorage:
         self._pos = "pos" if self.backend == "postgresql" else "rowid"
         self._data = "data" if self.backend == "postgresql" else "CAST(data AS BLOB)"
         self._blob = "convert_to(data, 'UTF8')" if self.backend == "postgresql" else "CAST(data AS BLOB)"
+        self._file = SqliteFile(self.url.database or "") if self.backend == "sqlite" else None
 
     def __repr__(self) -> str:
         return f"SqlAlchemyStorage({self.where!r})"
 
     # engine ---------------------------------------------------------------------------
     def _make_engine(self) -> AsyncEngine:
-        if self.backend == "sqlite":
+        if self._file is not None:  # every connection to the file checked at open (storage/sqla_sqlite.py)
             engine = create_async_engine(self.url, pool_size=self._pool_size, max_overflow=self._pool_size,
-                                         hide_parameters=True, connect_args={"timeout": 30})
+                                         hide_parameters=True, async_creator=self._file.aiosqlite_connection)
             _sqlite_transactions(engine)
             return engine
         connect_args: dict[str, Any] = {}
@@ -240,13 +243,8 @@ class SqlAlchemyStorage:
                                                     progress=self.on_upgrade)
 
     def _precheck_sqlite_file(self) -> None:
-        path = Path(self.url.database or "")
-        if check_before_open(path, allow_missing=True).exists:
-            return
-        if not self.create:
-            raise NotAStoreError(f"{path}: no such file", path=str(path),
-                                 hint="pass an existing store, or open with create=True")
-        create_store(path)
+        assert self._file is not None
+        self._file.check(create=self.create)
 
     async def _inspect(self) -> str:
         """``ours`` or ``empty``; raises for a foreign or newer database."""
