@@ -6,13 +6,16 @@
    OpenAICompatProvider vs the SDK's ``AsyncOpenAI.chat.completions.stream`` accumulator (what
    assembles text, tool calls and usage, like ours), and, for reference, the SDK's bare
    ``create(stream=True)`` iteration. Same server, one event loop, repetitions interleaved;
-   medians compared. Target: ours <= 0.5x the accumulator's time.
+   medians compared. Target: ours <= 0.5x the accumulator's time. Also ours with a
+   ``CancelSignal`` that is never set (what CoreLoop hands every request: the cost of a prompt
+   cancel on the read path), side by side with ours without one.
 2. Import time: ``import steerable_agent_runtime.llm`` plus ``...llm.openai_compat`` vs
    ``import httpx`` alone, each in a fresh interpreter (the clock starts after interpreter
    start-up), repetitions interleaved, medians. Target <= 1.3x.
 
 Usage (from the repository root):
     .venv/bin/python bench/llm_bench.py [--chunks 20000] [--reps 7] [--import-reps 11] [--json OUT]
+        [--only parse|import] [--no-sdk]
 
 Nothing here asserts a time: it prints the figures (and writes them as JSON with --json).
 """
@@ -63,9 +66,10 @@ def start_server(work: Path, stream: bytes) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port_file.read_text()}/v1"
 
 
-async def parse_figures(base_url: str, reps: int) -> dict[str, list[float]]:
+async def parse_figures(base_url: str, reps: int, sdk: bool = True) -> dict[str, list[float]]:
     import openai
     from steerable_agent_runtime.llm import OpenAICompatProvider
+    from steerable_agent_runtime.llm.cancel import CancelSignal
     from steerable_agent_runtime.models import LLMMessage
 
     provider = OpenAICompatProvider("gpt-4.1-mini", base_url=base_url, api_key="sk-bench")
@@ -75,6 +79,13 @@ async def parse_figures(base_url: str, reps: int) -> dict[str, list[float]]:
     async def ours() -> str:
         text = []
         async for piece in provider.stream([LLMMessage(role="user", content="hi")]):
+            if piece.content_delta:
+                text.append(piece.content_delta)
+        return "".join(text)
+
+    async def ours_cancel() -> str:  # what CoreLoop passes: a fresh CancelSignal per request, never set
+        text = []
+        async for piece in provider.stream([LLMMessage(role="user", content="hi")], cancel=CancelSignal()):
             if piece.content_delta:
                 text.append(piece.content_delta)
         return "".join(text)
@@ -96,7 +107,9 @@ async def parse_figures(base_url: str, reps: int) -> dict[str, list[float]]:
                 text.append(item.choices[0].delta.content)
         return "".join(text)
 
-    variants = {"ours": ours, "sdk_accumulator": sdk_accumulator, "sdk_raw": sdk_raw}
+    variants = {"ours": ours, "ours_cancel": ours_cancel}
+    if sdk:
+        variants.update(sdk_accumulator=sdk_accumulator, sdk_raw=sdk_raw)
     texts = {name: await fn() for name, fn in variants.items()}  # warm-up, and the same answer from each
     if len(set(texts.values())) != 1:
         raise RuntimeError("the parsers disagree on the text")
@@ -134,6 +147,7 @@ def main() -> None:
     parser.add_argument("--import-reps", type=int, default=11)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--only", choices=("parse", "import"), help="measure one of the two figures")
+    parser.add_argument("--no-sdk", action="store_true", help="parse: ours with and without a CancelSignal only")
     args = parser.parse_args()
     parse: dict[str, list[float]] = {}
     imports: dict[str, list[float]] = {}
@@ -141,7 +155,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             proc, url = start_server(Path(tmp), make_stream(args.chunks))
             try:
-                parse = asyncio.run(parse_figures(url, args.reps))
+                parse = asyncio.run(parse_figures(url, args.reps, sdk=not args.no_sdk))
             finally:
                 proc.kill()
                 proc.wait()
@@ -156,6 +170,7 @@ def print_report(args: argparse.Namespace, parse: dict[str, list[float]], import
     report: dict[str, object] = {"chunks": args.chunks, "reps": args.reps, "import_reps": args.import_reps, **med,
                                  "samples": {"parse": parse, "import": imports}}
     labels = {"parse_ours_s": "parse, ours (OpenAICompatProvider)",
+              "parse_ours_cancel_s": "parse, ours with a CancelSignal (CoreLoop's read)",
               "parse_sdk_accumulator_s": "parse, openai SDK stream() accumulator",
               "parse_sdk_raw_s": "parse, openai SDK create(stream=True)",
               "import_ours_s": "import steerable_agent_runtime.llm + openai_compat",
@@ -171,6 +186,9 @@ def print_report(args: argparse.Namespace, parse: dict[str, list[float]], import
         if f"{kind}_{base}_s" in med:
             report[name] = med[f"{kind}_ours_s"] / med[f"{kind}_{base}_s"]
             print(f"{label:<52} {report[name]:10.2f}")
+    if "parse_ours_cancel_s" in med:
+        report["parse_ratio_cancel_vs_plain"] = med["parse_ours_cancel_s"] / med["parse_ours_s"]
+        print(f"{'parse ratio ours with a CancelSignal / ours':<52} {report['parse_ratio_cancel_vs_plain']:10.2f}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

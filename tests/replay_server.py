@@ -5,7 +5,8 @@ script runs out, unless ``repeat_last=False``, which answers 599). A reply is a 
 and a body given as chunks; ``drop_after`` closes the connection after that many chunks
 without finishing the body (a stream cut mid-way); ``delay_s`` sleeps before each chunk;
 ``stall_after`` holds the connection open, silent, for ``stall_s`` seconds after that many
-chunks before sending the rest (a body that does not end with its last event).
+chunks before sending the rest (a body that does not end with its last event); a client that
+closes the connection during the stall ends it at once, and is counted in ``closed_in_stall``.
 Every request is recorded (method, path, query, headers, body, the client address and port)
 for assertions.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import select
 import socket
 import threading
 import time
@@ -109,6 +111,7 @@ class ReplayServer:
         self._lock = threading.Lock()
         self._next = 0
         self._conns: set[Any] = set()
+        self.closed_in_stall = 0  # stalls a client ended by closing its connection
         self._closing = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         # close() ends every connection (a client's keep-alive pool would otherwise hold a
@@ -211,7 +214,8 @@ class ReplayServer:
                     if reply.delay_s:
                         time.sleep(reply.delay_s)
                     if reply.stall_after is not None and index == reply.stall_after:
-                        server._closing.wait(reply.stall_s)  # close() ends the stall
+                        if self._stall(reply.stall_s):  # close() ends the stall, as does the client
+                            return
                     try:
                         self.wfile.write(chunk)
                         self.wfile.flush()
@@ -219,6 +223,28 @@ class ReplayServer:
                         return
                 if reply.drop_after is not None:
                     self.close_connection = True
+
+            def _stall(self, seconds: float) -> bool:
+                """Stay silent for ``seconds`` (or until close()); True when the client closed
+                the connection meanwhile (counted in ``closed_in_stall``)."""
+                end = time.monotonic() + seconds
+                while not server._closing.is_set():
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        return False
+                    readable, _, _ = select.select([self.connection], [], [], min(left, 0.02))
+                    if readable:
+                        try:
+                            gone = self.connection.recv(1, socket.MSG_PEEK) == b""
+                        except OSError:
+                            gone = True
+                        if gone:
+                            with server._lock:
+                                server.closed_in_stall += 1
+                            self.close_connection = True
+                            return True
+                        server._closing.wait(0.02)  # bytes from the client: not an end
+                return False
 
         return Handler
 

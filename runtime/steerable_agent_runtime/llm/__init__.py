@@ -14,6 +14,8 @@ from .types import CacheRetention, FinishReason, LLMProvider, LLMStreamChunk, LL
 # Public name -> module that defines it, imported when first asked for.
 _LAZY = {
     "ToolCall": "..models",
+    "CancelSignal": ".cancel",
+    "StreamCancelled": ".cancel",
     "classify_http_error": ".classify",
     "classify_error_body": ".classify",
     "transport_error": ".classify",

@@ -119,7 +119,7 @@ class AnthropicProvider(CompleteMixin):
         secrets = (self._api_key,)
         parser = AnthropicStreamParser(lambda data: classify_error_body(data, provider=PROVIDER, secrets=secrets))
         events = stream_sse(self._clients.get(), self.url, headers=self.headers(), body=body,
-                            provider=PROVIDER, secrets=secrets)
+                            provider=PROVIDER, secrets=secrets, cancel=options.get("cancel"))
         async with aclosing(events):
             async for message in events:
                 for chunk in parser.feed(decode_event(message.data, url=self.url, provider=PROVIDER, secrets=secrets)):

@@ -112,7 +112,7 @@ class GoogleGenAIProvider(CompleteMixin):
         secrets = (self._api_key,)
         parser = GeminiStreamParser(lambda data: classify_error_body(data, provider=PROVIDER, secrets=secrets))
         events = stream_sse(self._clients.get(), self.url, headers=self.headers(), body=body,
-                            provider=PROVIDER, secrets=secrets)
+                            provider=PROVIDER, secrets=secrets, cancel=options.get("cancel"))
         try:
             async with aclosing(events):
                 async for message in events:

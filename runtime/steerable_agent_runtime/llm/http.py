@@ -31,6 +31,7 @@ from .classify import (
     safe_url,
     transport_error,
 )
+from .cancel import CancelSignal, StreamCancelled
 from .errors import LLMError, ProviderConfigError
 from .sse import SSEDecoder, SSEMessage, aiter_sse_batches, aiter_sse_data_batches
 
@@ -149,16 +150,18 @@ async def stream_sse(
     provider: str,
     secrets: Iterable[str | None] = (),
     decoder: SSEDecoder | None = None,
+    cancel: CancelSignal | None = None,
 ) -> AsyncIterator[SSEMessage]:
     """POST ``body`` as JSON to ``url`` and yield the SSE events of the response.
 
     Raises LLMError: the classified HTTP error (non-2xx), the error a JSON body carries when
     the server answered without a stream, or ``transport`` for every httpx failure, the
     connect timeout included. It does not decide whether the stream ended properly: each
-    provider knows its terminal event (:func:`~.classify.stream_cut_error`).
+    provider knows its terminal event (:func:`~.classify.stream_cut_error`). With ``cancel``,
+    setting it ends the stream at once with StreamCancelled (:mod:`.cancel`).
     """
     batches = stream_sse_batches(client, url, headers=headers, body=body, provider=provider, secrets=secrets,
-                                 decoder=decoder)
+                                 decoder=decoder, cancel=cancel)
     async with aclosing(batches):
         async for batch in batches:
             for message in batch:
@@ -175,17 +178,25 @@ async def stream_sse_batches(
     secrets: Iterable[str | None] = (),
     decoder: SSEDecoder | None = None,
     data_only: bool = False,
+    cancel: CancelSignal | None = None,
 ) -> AsyncIterator[list[Any]]:
     """:func:`stream_sse`, one list of events per network read (never an empty one).
 
     Same requests, errors and guarantees; for a provider that wants one async step per read
     rather than per event (:func:`~.sse.aiter_sse_batches`). ``data_only``: lists of the
     events' data strings instead of :class:`~.sse.SSEMessage` objects (for a wire whose
-    reader looks at nothing else, :func:`~.sse.aiter_sse_data_batches`).
+    reader looks at nothing else, :func:`~.sse.aiter_sse_data_batches`). ``cancel``: see
+    :mod:`.cancel` (StreamCancelled once it is set; the response closed).
     """
     secrets = tuple(secrets)
     sent = {"content-type": "application/json", "accept": "text/event-stream", **headers}
     log.debug("%s: POST %s headers=%s", provider, safe_url(url), redact_headers(sent))
+    if cancel is None:
+        watch = None
+    else:
+        from asyncio import CancelledError  # a running loop means asyncio is loaded: free here
+
+        watch = ReadWatch(cancel)  # armed from here to the first yield
     try:
         async with client.stream("POST", url, headers=sent, content=encode_json(body)) as response:
             if not 200 <= response.status_code < 300:
@@ -195,10 +206,29 @@ async def stream_sse_batches(
             ctype = response.headers.get("content-type", "")
             if "json" in ctype and "event-stream" not in ctype:
                 raise _json_instead_of_stream(await response.aread(), url=url, provider=provider, secrets=secrets)
-            async for batch in (aiter_sse_data_batches if data_only else aiter_sse_batches)(response, decoder):
-                yield batch
+            batches = (aiter_sse_data_batches if data_only else aiter_sse_batches)(response, decoder)
+            if watch is None:
+                async for batch in batches:
+                    yield batch
+            else:  # the watch is armed while this waits on a read, never while a batch is out
+                async with aclosing(batches):
+                    async for batch in batches:
+                        watch.reading = False
+                        yield batch
+                        if cancel._set:  # set while the batch was out: read no more
+                            raise StreamCancelled("the stream was cancelled")
+                        watch.reading = True
     except httpx.HTTPError as exc:
+        if watch is not None and watch.withdraw():
+            raise StreamCancelled("the stream was cancelled") from None
         raise transport_error(exc, url=url, provider=provider, secrets=secrets) from exc
+    except BaseException as exc:
+        if watch is not None and isinstance(exc, CancelledError) and watch.withdraw():
+            raise StreamCancelled("the stream was cancelled") from None
+        raise
+    finally:
+        if watch is not None:
+            watch.close()
 
 
 def _json_instead_of_stream(raw: bytes, *, url: str, provider: str, secrets: tuple[str | None, ...]) -> LLMError:
@@ -211,3 +241,63 @@ def _json_instead_of_stream(raw: bytes, *, url: str, provider: str, secrets: tup
         return classify_error_body(body[0] if isinstance(body, list) else body, provider=provider, secrets=secrets)
     return malformed_data_error(text, url=url, provider=provider, secrets=secrets,
                                 reason="a JSON body where an event stream was expected")
+
+
+class ReadWatch:
+    """Interrupts the task reading one stream when its CancelSignal is set (see :mod:`.cancel`).
+
+    ``reading`` is True exactly while the stream's generator is between yields, that is while
+    the task waits inside it on the network (or runs its code); the signal's callback cancels
+    the task only then, and only from outside the task (its own code never sets the signal
+    mid-read), so the CancelledError lands at that await and nowhere else. The generator turns
+    it into StreamCancelled, the cancellation withdrawn (:meth:`withdraw`). The task is the one
+    that started the stream (a stream is read by one task, as ``asyncio.timeout`` assumes):
+    looking it up again per read would cost more than the rest of the watch. Construction
+    raises StreamCancelled when the signal is already set (nothing is sent)."""
+
+    __slots__ = ("current", "fired", "loop", "reading", "signal", "task")
+
+    def __init__(self, signal: CancelSignal) -> None:
+        import asyncio  # not at module import (the sidecar starts inside a desktop app)
+
+        self.signal = signal
+        self.loop = asyncio.get_running_loop()
+        self.current = asyncio.current_task
+        self.task = self.current()
+        self.reading = True
+        self.fired = False
+        if not signal.watch(self):
+            raise StreamCancelled("the stream was cancelled before its request was sent")
+
+    def __call__(self) -> None:
+        """The signal was set (on any thread): interrupt the read on the stream's own loop."""
+        from asyncio import _get_running_loop
+
+        if _get_running_loop() is self.loop:
+            self._interrupt()
+        else:
+            try:
+                self.loop.call_soon_threadsafe(self._interrupt)
+            except RuntimeError:  # that loop is closed: the stream is long gone
+                pass
+
+    def _interrupt(self) -> None:
+        task = self.task
+        if self.reading and not self.fired and task is not None and task is not self.current():
+            self.fired = True
+            task.cancel("steerable: the stream's CancelSignal was set")
+
+    def withdraw(self) -> bool:
+        """After the read was interrupted (an exception on its way out): withdraw this watch's
+        cancellation of the task. True when the stream was interrupted by the signal and by
+        nothing else (the caller raises StreamCancelled); False when the signal did not fire,
+        or someone else cancelled the task too (the CancelledError must go on)."""
+        if not self.fired:
+            return False
+        self.fired = False  # withdrawn once
+        task = self.task
+        return task is None or task.uncancel() == 0
+
+    def close(self) -> None:
+        self.reading = False
+        self.signal.unwatch(self)

@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from .cancel import StreamCancelled
 from .classify import classify_error_body, malformed_data_error, stream_cut_error
 from .errors import LLMError, ProviderConfigError
 from .http import ClientCache, require_model, stream_sse_batches, validate_base_url
@@ -128,7 +129,8 @@ class OpenAICompatProvider(BearerEndpoint):
         decoder = SSEDecoder()  # reads runs of chunks in the learned frame whole (text_runs)
         state = _ChatStream(self.name, self.url, decoder)
         batches = stream_sse_batches(self._clients.get(), self.url, headers=self.headers(), body=body,
-                                     provider=self.name, secrets=(self._api_key,), decoder=decoder, data_only=True)
+                                     provider=self.name, secrets=(self._api_key,), decoder=decoder, data_only=True,
+                                     cancel=options.get("cancel"))
         feed = state.feed
         sink = options.get("text_sink")
         many = getattr(sink, "many", None)  # takes a run's texts in one call
@@ -308,7 +310,7 @@ async def finish_body(batches: AsyncIterator[Any], grace_s: float = DRAIN_S) -> 
         async with asyncio.timeout(grace_s):
             async for _ in batches:
                 pass
-    except (TimeoutError, LLMError):
+    except (TimeoutError, LLMError, StreamCancelled):
         pass
 
 

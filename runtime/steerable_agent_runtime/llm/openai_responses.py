@@ -90,7 +90,7 @@ class OpenAIResponsesProvider(BearerEndpoint):
         body = self.build_body(messages, tools=tools, temperature=temperature, **options)
         state = _ResponsesStream(self.name, self.url, self._api_key, keep_output=self.keep_reasoning)
         events = stream_sse(self._clients.get(), self.url, headers=self.headers(), body=body,
-                            provider=self.name, secrets=(self._api_key,))
+                            provider=self.name, secrets=(self._api_key,), cancel=options.get("cancel"))
         async with aclosing(events):
             async for message in events:
                 chunk = state.feed(message.data)

@@ -78,7 +78,9 @@ class LLMProvider(Protocol):
     its terminal event, malformed data). ``tools`` are OpenAI function-form definitions
     (``{"type": "function", "function": {name, description, parameters}}``, what
     ``ToolRouter.describe()`` returns). ``options``: ``max_tokens``, ``tool_choice``,
-    ``cache_retention`` (``short | long | none``); unknown options are ignored.
+    ``cache_retention`` (``short | long | none``), ``cancel`` (a :class:`~.cancel.CancelSignal`:
+    once set, the stream ends promptly, also while the server is silent, raising
+    :class:`~.cancel.StreamCancelled`); unknown options are ignored.
     """
 
     name: str

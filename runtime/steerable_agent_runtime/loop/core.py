@@ -90,6 +90,7 @@ class CoreLoop:
         self._steer: list[str] = []
         self._cancel = False
         self._cancel_event: asyncio.Event | None = None
+        self._signal: Any = None  # the running turn's llm.cancel.CancelSignal (handed to the provider)
         self._compact = False
         self._running = False
         self._batch: ToolBatch | None = None
@@ -116,7 +117,8 @@ class CoreLoop:
         """Wind the turn down at the next chunk or tool boundary (completion ``cancelled``).
 
         Safe from any thread: called off the turn's event loop, the flag is set at once and the
-        running tool (or retry wait) is stopped on that loop (``call_soon_threadsafe``)."""
+        running tool (or retry wait, or the provider's wait for the model's next bytes) is
+        stopped on that loop (``call_soon_threadsafe``)."""
         self._cancel = True
         owner = self._event_loop
         if owner is not None and self._batch is not None:
@@ -137,6 +139,8 @@ class CoreLoop:
         """Stop what the running turn waits on (on the turn's own event loop)."""
         if self._cancel_event is not None:  # a retry's delay is waiting
             self._cancel_event.set()
+        if self._signal is not None:  # the provider waits on the network: its read ends now
+            self._signal.set()
         if self._batch is not None:
             self._batch.interrupt()
 

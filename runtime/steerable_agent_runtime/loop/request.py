@@ -20,6 +20,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from ..llm.cancel import StreamCancelled
 from ..llm.types import LLMUsage
 from .events import LoopEvent
 
@@ -78,9 +79,11 @@ def error_kind(error: BaseException) -> str:
     return getattr(error, "kind", None) or "internal"
 
 
-class SinkCancel(Exception):
-    """Raised out of a provider's ``text_sink`` call when a cancel is set: the provider's
-    stream ends there (what arrived so far is kept), as a ``break`` after a yielded chunk would."""
+SinkCancel = StreamCancelled
+"""Raised out of a provider's ``text_sink`` call when a cancel is set: the provider's stream
+ends there (what arrived so far is kept), as a ``break`` after a yielded chunk would. It is
+the exception a provider's stream raises when the turn's CancelSignal interrupts its wait on
+the network (:mod:`..llm.cancel`): the turn catches one type for both."""
 
 
 def provider_sink(text: list[str], sink: Callable[[str, str], None],

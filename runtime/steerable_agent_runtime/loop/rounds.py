@@ -21,6 +21,7 @@ from types import AsyncGeneratorType
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from ..llm.cancel import CancelSignal
 from ..models import AgentSession, LLMMessage, ToolCall
 from ..tools import ToolResult
 from .events import LoopEvent
@@ -41,6 +42,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
     """The events of one turn of ``loop`` (see the module docstring; CoreLoop.run / resume)."""
     loop._running = True
     loop._event_loop = get_running_loop()
+    signal = loop._signal = CancelSignal()  # cancel() sets it: a provider's wait on the network ends at once
     try:
         record_id = resume_id or loop.record_id or chat_id
         writer = RecordWriter(loop.storage, record_id)
@@ -59,6 +61,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
             loop.transcript = transcript
             provider, tools, sink = loop.provider, loop.tools, loop.text_sink
             options = config.request_options()
+            options["cancel"] = signal  # (providers ignore options they do not know)
             traced = run.trace_id is not None
             span_cm = span = None  # an attempt's llm.request span (when traced)
             max_rounds, budget, max_tool_errors = config.max_rounds, config.budget_tokens, config.max_tool_errors
@@ -231,3 +234,4 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
         loop._cancel_event = None
         loop._batch = None
         loop._event_loop = None
+        loop._signal = None
