@@ -57,6 +57,7 @@ class ProviderSpec(Params):
     base_url: str | None = Field(default=None, pattern=r"^https?://[^/\s]+")  # what the providers accept
     api_key_env: str | None = Field(default=None, min_length=1)
     max_tokens: int | None = Field(default=None, gt=0)
+    keep_reasoning: bool | None = None  # openai_responses only (providers.build_provider refuses it elsewhere)
 
 
 class ChatStream(Params):

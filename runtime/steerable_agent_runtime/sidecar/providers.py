@@ -56,9 +56,14 @@ def build_provider(spec: ProviderSpec, *, client: Any = None) -> Any:
     """The provider for ``spec`` on the httpx ``client`` (its own one when None), wrapped by
     CacheControlProvider (see the module seams).
 
-    Raises RpcError -32602 naming ``provider.apiKeyEnv`` when that variable is unset, or
-    ``provider.kind`` when this build lacks that provider.
+    Raises RpcError -32602 naming ``provider.apiKeyEnv`` when that variable is unset,
+    ``provider.kind`` when this build lacks that provider, or ``provider.keepReasoning`` when
+    it is given for a kind other than ``openai_responses``.
     """
+    if spec.keep_reasoning is not None and spec.kind != "openai_responses":
+        raise RpcError(INVALID_PARAMS, f"provider.keepReasoning is an openai_responses setting; kind {spec.kind!r} "
+                                       "has no reasoning items to keep",
+                       hint="omit keepReasoning, or use kind openai_responses", data={"field": "provider.keepReasoning"})
     key = _api_key(spec)
     cls, default_url = _provider_class(spec)
     base_url = spec.base_url or default_url
@@ -66,6 +71,8 @@ def build_provider(spec: ProviderSpec, *, client: Any = None) -> Any:
         provider = cls(spec.model, base_url, api_key=key, client=client)
     elif spec.kind == "anthropic" and spec.max_tokens:
         provider = cls(spec.model, key, base_url=base_url, max_tokens=spec.max_tokens, client=client)
+    elif spec.kind == "openai_responses":
+        provider = cls(spec.model, key, base_url=base_url, client=client, keep_reasoning=spec.keep_reasoning)
     else:
         provider = cls(spec.model, key, base_url=base_url, client=client)
     return wrap_cache_control(provider)
