@@ -6,11 +6,14 @@ Every case runs the real sidecar as a child process."""
 
 from __future__ import annotations
 
+import array
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 
@@ -188,7 +191,15 @@ def test_sigterm_while_the_host_does_not_read_stdout_still_stops_and_records(tmp
     pieces = ["x" * 1000 + str(i) for i in range(5000)]
     with ReplayServer([text_reply(pieces)]) as model, RawSidecar(db) as sc:
         sc.send({"jsonrpc": "2.0", "id": 1, "method": "agent.chat.stream", "params": _stream(model)})
-        time.sleep(1.0)  # 5 MB of chunks: the pipe is full, the sidecar waits for the host
+        # 5 MB of chunks: wait until the pipe holds the first 32 KiB (the text is flowing), then
+        # a little more: the pipe is full, the sidecar waits for the host. (A fixed sleep is not
+        # enough on a loaded machine: a SIGTERM before the model's first byte leaves no text,
+        # since a cancel no longer waits for the model.)
+        deadline = time.monotonic() + 20
+        while _unread(sc.proc.stdout) < 32768:
+            assert time.monotonic() < deadline, "the stream never filled the host's pipe"
+            time.sleep(0.02)
+        time.sleep(0.3)
         sc.proc.send_signal(signal.SIGTERM)
         assert sc.proc.wait(20) == 0, sc.log()[-2000:]
         # every whole line written is JSON-RPC (the sidecar gave up on the host within a line)
@@ -196,6 +207,13 @@ def test_sigterm_while_the_host_does_not_read_stdout_still_stops_and_records(tmp
             assert json.loads(line)["jsonrpc"] == "2.0"
     items = [e["message"] for e in _record(db) if e["type"] == "item"]
     assert items[-1]["role"] == "assistant" and items[-1]["content"].startswith(pieces[0])
+
+
+def _unread(pipe) -> int:
+    """Bytes waiting in ``pipe`` (FIONREAD)."""
+    held = array.array("i", [0])
+    fcntl.ioctl(pipe.fileno(), termios.FIONREAD, held)
+    return held[0]
 
 
 def _nested(depth: int) -> dict:
