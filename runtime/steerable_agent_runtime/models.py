@@ -222,8 +222,9 @@ def is_plain_message(obj: Any) -> bool:
     # Exactly five keys, each of the five present (a missing one reads as None, not a str).
     if type(obj) is not dict or len(obj) != 5:
         return False
-    return (type(obj.get("id")) is str and type(obj.get("chatId")) is str and obj.get("role") in CHAT_ROLES
-            and type(obj.get("content")) is str and is_stored_timestamp(obj.get("createdAt")))
+    # (A role that is a list or an object is no role, and unhashable: tested as text first.)
+    return (type(obj.get("id")) is str and type(obj.get("chatId")) is str and type(role := obj.get("role")) is str
+            and role in CHAT_ROLES and type(obj.get("content")) is str and is_stored_timestamp(obj.get("createdAt")))
 
 
 class LLMMessage(WireModel):

@@ -659,3 +659,30 @@ def test_live_rendering_is_byte_identical_to_the_careful_rendering(store, tmp_pa
     by_seq = {json.loads(line)["key"][1]: json.loads(line) for line in lines}
     assert [by_seq[seq]["valid"] for seq in (906, 907, 908, 909, 910)] == [True, True, False, False, True]
     assert by_seq[909]["columns"]["type"] == "it\ufffdem" and by_seq[909]["verified"]
+
+
+@pytest.mark.parametrize("role", [["user"], {"name": "user"}])
+def test_a_message_role_that_is_a_list_or_an_object_is_exported_invalid_not_a_crash(store, tmp_path: Path,
+                                                                                    role) -> None:
+    """A role that is no text (unhashable: the fast validity tests used to raise TypeError on
+    it, and salvage crashed) is a verified, invalid row like any other the models refuse."""
+    from steerable_agent_runtime.storage.checksum import row_crc
+
+    db, _ = store
+    at = "2026-01-01T00:00:00.000000Z"
+    entry = json.dumps({"v": 2, "type": "item", "seq": 900, "at": at, "message": {"role": role, "content": "x"}},
+                       separators=(",", ":"))
+    message = json.dumps({"id": "m-odd", "chatId": "chat-0", "role": role, "content": "x", "createdAt": at},
+                         separators=(",", ":"))
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO history VALUES ('chat-0', 900, 2, 'item', ?, ?, ?)",
+                 (at, entry, row_crc("history", ("chat-0", 900), entry)))
+    conn.execute("INSERT INTO messages VALUES ('m-odd', 'chat-0', ?, ?, ?)",
+                 (at, message, row_crc("messages", ("m-odd",), message)))
+    conn.commit()
+    conn.close()
+    report = salvage(db, tmp_path / "out.jsonl")
+    odd = [r for r in _lines(tmp_path / "out.jsonl") if r["key"] in (["chat-0", 900], ["m-odd"])]
+    assert report.method == "sqlite" and len(odd) == 2
+    assert all(r["verified"] and not r["valid"] for r in odd)
+    assert report.tables["history"].invalid == 1 and report.tables["messages"].invalid == 1

@@ -77,3 +77,48 @@ def test_tool_call_items_take_the_fast_test_and_near_misses_do_not():
     assert [is_simple_item(e) for e in accepted] == [True] * 4
     assert [is_simple_item(e) for e in refused] == [False] * 8
     assert all(data_valid("history", json.dumps(e).encode()) for e in accepted)
+
+
+# rows.is_simple_item as it was before it tested the role's type and skipped the tool-call
+# tests for a message of only role and content (commit 561ba48): the reference.
+def _reference_simple_item(entry):
+    from steerable_agent_runtime.history import RECORD_FORMAT_VERSION
+    from steerable_agent_runtime.models import CHAT_ROLES, is_stored_timestamp
+
+    if type(entry) is not dict or len(entry) != 5:
+        return False
+    v, msg = entry.get("v"), entry.get("message")
+    if not (type(v) is int and v == RECORD_FORMAT_VERSION and entry.get("type") == "item"
+            and type(entry.get("seq")) is int and type(msg) is dict
+            and msg.keys() <= frozenset({"role", "content", "toolCalls", "toolCallId", "name"})
+            and msg.get("role") in CHAT_ROLES and type(msg.get("content")) is str):
+        return False
+    calls = msg.get("toolCalls", [])
+    if "toolCalls" in msg and (type(calls) is not list or not all(type(call) is dict for call in calls)):
+        return False
+    return (type(msg.get("toolCallId", "")) is str and type(msg.get("name", "")) is str
+            and is_stored_timestamp(entry.get("at")))
+
+
+_unhashable_roles = st.fixed_dictionaries({
+    "v": st.just(2), "type": st.just("item"), "seq": st.just(1), "at": st.just(_AT),
+    "message": st.fixed_dictionaries({"role": st.one_of(st.lists(st.text(max_size=2), max_size=2),
+                                                        st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)),
+                                      "content": st.just("x")})})
+
+
+@given(st.one_of(_entries, _near, _unhashable_roles))
+def test_is_simple_item_decides_as_it_did_and_never_raises(entry):
+    try:
+        before = _reference_simple_item(entry)
+    except TypeError:  # the reference raised on a role that is a list or an object: no role
+        before = False
+    assert is_simple_item(entry) is before
+
+
+def test_a_role_that_is_a_list_or_an_object_is_no_plain_message_and_no_simple_item():
+    from steerable_agent_runtime.models import is_plain_message
+
+    for role in (["user"], {"a": 1}):
+        assert not is_simple_item(_item(role=role, content="x"))
+        assert not is_plain_message({"id": "m", "chatId": "c", "role": role, "content": "x", "createdAt": _AT})

@@ -26,6 +26,7 @@ from ...privatefile import atomic_output
 from ...storage.checksum import IDENTITY, row_checker, row_crc
 from ...storage.schema import SCHEMA_VERSION, TABLES, create_schema
 from .rows import LIVE_VALID as _VALID, expected_columns, indexed_values, row_valid
+from .live import LOOPS, Place
 from .spool import Copy, Spool, live_copies_sql, live_rows_sql
 from ...storage.access import is_store_file, transaction
 from ...storage.specialfiles import refuse_special_output
@@ -98,8 +99,10 @@ def write_live(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, 
     only those from ``lo`` to ``hi``) as a live b-tree copy, in rowid order, exactly as
     write_copies would (same fields, same order, equal values), and count it into ``tally``.
 
-    The hot path of salvage on a healthy store: SQLite renders the line up to the data
-    (live_rows_sql); ``data`` is parsed once, for validity and to know it is JSON text (valid
+    The hot path of salvage on a healthy store. history and messages (the bulk of a store)
+    have loops of their own (:mod:`.live`: each column fetched once, the line head built in
+    Python where it needs no escaping; any other row goes through the general loop, alone).
+    The general loop: SQLite renders the line up to the data (live_rows_sql); ``data`` is parsed once, for validity and to know it is JSON text (valid
     UTF-8, no control character inside a string), then escaped as a JSON string with the
     bytes write_copies' json.dumps would give. A row where that fails (damaged bytes, or
     whitespace between JSON tokens) is written by write_copies from live_copies_sql, read
@@ -111,29 +114,42 @@ def write_live(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, 
     per row). The careful path's SELECT needs storage.checksum.register on ``conn``."""
     fresh = (table, "btree") not in tally
     counts = tally.setdefault((table, "btree"), [0] * 6)
-    at = _Place(rowids[0] - 1 if rowids else None, rowids[1] if rowids else None)
+    at = Place(rowids[0] - 1 if rowids else None, rowids[1] if rowids else None)
     factory = conn.text_factory
+    loop = LOOPS.get(table)
     try:
-        try:
-            _live_rows(conn, table, schema, fh, tally, counts, progress, at, version, careful=factory)
-        except sqlite3.OperationalError:  # a text column that is not UTF-8 (or a read error: raised again)
-            conn.text_factory = factory
-            _live_rows(conn, table, schema, fh, tally, counts, progress, at, version, careful=None)
+        if loop is not None:
+            def careful(rowid: int) -> None:
+                _general(conn, table, schema, fh, tally, counts, _no_progress, Place(rowid - 1, rowid), version, factory)
+                conn.text_factory = str
+
+            try:
+                conn.text_factory = str
+                loop(conn, schema, fh.write, counts, at, version, _LIVE_ENDS, careful, progress)
+                loop = None  # done
+            except sqlite3.OperationalError:  # a text column that is not UTF-8 (or a read error: raised again)
+                conn.text_factory = factory
+        if loop is not None or table not in LOOPS:
+            _general(conn, table, schema, fh, tally, counts, progress, at, version, factory)
     finally:
         conn.text_factory = factory
     if fresh and not counts[0]:  # as write_copies: a table without rows has no tally entry
         del tally[table, "btree"]
 
 
-class _Place:
-    """Where write_live is in its rowid range: the last rowid written, the range's end, rows so far."""
-
-    def __init__(self, after: int | None, last: int | None) -> None:
-        self.after, self.last, self.count = after, last, 0
+def _general(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, tally: Tally, counts: list[int],
+             progress: Callable[[int], None], at: Place, version: int, factory: Any) -> None:
+    """The general loop from ``at``: C text decoding, then (a text column that is not UTF-8)
+    the rest again with the connection's own text factory ``factory``."""
+    try:
+        _live_rows(conn, table, schema, fh, tally, counts, progress, at, version, careful=factory)
+    except sqlite3.OperationalError:  # a text column that is not UTF-8 (or a read error: raised again)
+        conn.text_factory = factory
+        _live_rows(conn, table, schema, fh, tally, counts, progress, at, version, careful=None)
 
 
 def _live_rows(conn: sqlite3.Connection, table: str, schema: str, fh: BinaryIO, tally: Tally, counts: list[int],
-               progress: Callable[[int], None], at: _Place, version: int, *, careful: Any) -> None:
+               progress: Callable[[int], None], at: Place, version: int, *, careful: Any) -> None:
     """write_live's loop from ``at``; ``careful``: the text factory to read a row write_copies
     writes with (None: keep the connection's; else the loop reads with ``str``)."""
     head_end = len(IDENTITY[table]) + 4

@@ -148,14 +148,21 @@ def is_simple_item(entry: Any) -> bool:
         return False
     v, msg = entry.get("v"), entry.get("message")
     if not (type(v) is int and v == RECORD_FORMAT_VERSION and entry.get("type") == "item"
-            and type(entry.get("seq")) is int and type(msg) is dict and msg.keys() <= _MESSAGE_KEYS
-            and msg.get("role") in CHAT_ROLES and type(msg.get("content")) is str):
+            and type(entry.get("seq")) is int and type(msg) is dict and type(msg.get("content")) is str):
         return False
-    calls = msg.get("toolCalls", _NO_CALLS)
-    if calls is not _NO_CALLS and (type(calls) is not list or not all(type(call) is dict for call in calls)):
+    role = msg.get("role")
+    if type(role) is not str or role not in CHAT_ROLES:  # (a list or an object is no role, and unhashable)
         return False
-    return (type(msg.get("toolCallId", "")) is str and type(msg.get("name", "")) is str
-            and is_stored_timestamp(entry.get("at")))
+    # Role and content are there: with nothing else (the commonest item) there is nothing more to test.
+    if len(msg) != 2:
+        if not _MESSAGE_KEYS.issuperset(msg):
+            return False
+        calls = msg.get("toolCalls", _NO_CALLS)
+        if calls is not _NO_CALLS and (type(calls) is not list or not all(type(call) is dict for call in calls)):
+            return False
+        if type(msg.get("toolCallId", "")) is not str or type(msg.get("name", "")) is not str:
+            return False
+    return is_stored_timestamp(entry.get("at"))
 
 
 _NO_CALLS: list[Any] = []
