@@ -220,13 +220,13 @@ def _same_as_reference(table: str, rows: list[tuple[Any, ...]], span: tuple[int,
 _spans = st.one_of(st.none(), st.tuples(st.integers(0, 9), st.integers(0, 9)))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history_rows(), _spans)
 def test_history_loop_writes_what_the_general_loop_wrote(rows, span):
     _same_as_reference("history", rows, span)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(message_rows(), _spans)
 def test_messages_loop_writes_what_the_general_loop_wrote(rows, span):
     _same_as_reference("messages", rows, span)
