@@ -13,10 +13,10 @@ import httpx
 from steerable_agent_runtime import InMemoryStorage, SqliteStorage
 from steerable_agent_runtime.transport import create_app
 
-from tests.replay_server import ReplayServer
+from tests.replay_server import Reply, ReplayServer
 
 from .harness import ROOT
-from .openai_sse import text_reply, tool_reply
+from .openai_sse import text_chunks, text_reply, tool_reply
 from .served import Served, sse_frames
 from .test_streams import WEATHER
 
@@ -52,13 +52,17 @@ def test_a_slow_reader_gets_every_event_in_order():
 
 
 def test_keep_alive_comments_while_the_model_is_quiet():
-    with ReplayServer([text_reply(["a", "b", "c"], delay_s=0.6)]) as model, \
+    # one quiet spell of 0.8 s mid-answer (8 keep-alive intervals), not a pause before every chunk
+    quiet = Reply(chunks=text_chunks(["a", "b", "c"]), stall_after=2, stall_s=0.8)
+    with ReplayServer([quiet]) as model, \
             Served(create_app(InMemoryStorage(), keepalive_s=0.1)) as served, \
             httpx.Client(base_url=served.url, timeout=60) as client:
         with client.stream("POST", "/agent.chat.stream", json=params(model)) as response:
             frames = list(sse_frames(response.iter_lines()))
     comments = [f for f in frames if "comment" in f]
     assert len(comments) >= 3 and all(c["comment"] == "keep-alive" for c in comments)
+    deltas = [i for i, f in enumerate(frames) if f.get("event") == "stream.chunk" and f["data"].get("delta")]
+    assert sum("comment" in f for f in frames[deltas[0]:deltas[1]]) >= 3  # sent while the model was quiet
     assert "".join(f["data"].get("delta", "") for f in frames if f.get("event") == "stream.chunk") == "abc"
 
 
@@ -116,8 +120,18 @@ def test_host_tools_over_http_through_rpc_reply():
 
 def _maint(*args: str) -> subprocess.CompletedProcess:
     """The real ``steerable-maint`` CLI in a child process (read-only commands)."""
-    return subprocess.run([sys.executable, "-m", "steerable_maint", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    return _maint_together(args)[0]
+
+
+def _maint_together(*commands: tuple[str, ...]) -> list[subprocess.CompletedProcess]:
+    """Several read-only ``steerable-maint`` commands, each in its own child process, run at once."""
+    procs = [subprocess.Popen([sys.executable, "-m", "steerable_maint", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for args in commands]
+    done = []
+    for args, proc in zip(commands, procs):
+        out, err = proc.communicate(timeout=120)
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return done
 
 
 def test_a_chat_over_http_on_a_sqlite_file_is_a_clean_record_for_steerable_maint(tmp_path):
@@ -143,12 +157,12 @@ def test_a_chat_over_http_on_a_sqlite_file_is_a_clean_record_for_steerable_maint
         assert frames[-1]["event"] == "stream.done" and frames[-1]["data"]["status"] == "completed", frames[-1]
         text = "".join(f["data"].get("delta", "") for f in frames if f.get("event") == "stream.chunk")
         assert text == "Rain in Porto."
-        check = _maint("check", str(db), "--json")  # while the server holds the store
+        # while the server holds the store (both read-only: they run side by side)
+        check, shown = _maint_together(("check", str(db), "--json"), ("history", str(db), "c-sql", "--json"))
         assert check.returncode == 0, check.stdout + check.stderr
         report = json.loads(check.stdout)
         assert report["integrity_ok"] is True and report["lease_held"] is True
         assert [f["code"] for f in report["findings"]] == ["lease-held"]  # info only: nothing wrong
-        shown = _maint("history", str(db), "c-sql", "--json")
         assert shown.returncode == 0, shown.stdout + shown.stderr
         over_http = history(client, "c-sql")
     entries = json.loads(shown.stdout)["entries"]

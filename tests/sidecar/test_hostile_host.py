@@ -39,9 +39,9 @@ def _frame(rid: str, method: str, params: str) -> bytes:
     return b'{"jsonrpc":"2.0","id":' + rid.encode() + b',"method":"' + method.encode() + b'","params":' + params.encode() + b"}\n"
 
 
-def test_frames_a_careless_host_writes_are_each_answered_and_the_sidecar_keeps_serving(spawn):
-    sc = spawn()
-    sc.wait_ready()
+def test_frames_a_careless_host_writes_are_each_answered_and_the_sidecar_keeps_serving(shared):
+    sc = shared
+    sessions = sc.call("agent.session.list")["sessions"]
     # nesting deeper than the JSON parser recurses: one frame must not take the sidecar down
     deep = _answer_to_null_id(sc, b"[" * 100_000 + b"\n")
     assert deep["code"] == -32700 and "nest" in deep["message"] and deep["data"]["hint"]
@@ -52,7 +52,7 @@ def test_frames_a_careless_host_writes_are_each_answered_and_the_sidecar_keeps_s
     for constant in ("NaN", "Infinity", "-Infinity"):
         err = _answer_to_null_id(sc, _frame('"nan"', "agent.session.create", '{"chatId":"c","stageData":{"x":' + constant + "}}"))
         assert err["code"] == -32700 and constant in err["message"], err
-    assert sc.call("agent.session.list")["sessions"] == []
+    assert sc.call("agent.session.list")["sessions"] == sessions  # none stored
     # ids JSON-RPC allows but this sidecar refuses (fractional, exponent, bool, object): -32600, id null
     for rid in ("1.5", "1e2", "true", "{}"):
         err = _answer_to_null_id(sc, _frame(rid, "system.ping", "{}"))
@@ -70,9 +70,8 @@ def test_frames_a_careless_host_writes_are_each_answered_and_the_sidecar_keeps_s
     assert not any("Traceback" in line for line in sc.stderr_lines)
 
 
-def test_params_of_the_wrong_json_type_are_refused_not_coerced(spawn):
-    sc = spawn()
-    sc.wait_ready()
+def test_params_of_the_wrong_json_type_are_refused_not_coerced(shared):
+    sc = shared
     for method, params, field in [
         ("agent.session.list", {"activeOnly": "yes"}, "activeOnly"),
         ("agent.session.list", {"activeOnly": 1}, "activeOnly"),
@@ -90,9 +89,8 @@ def test_params_of_the_wrong_json_type_are_refused_not_coerced(spawn):
     assert sc.call("agent.history.get", {"recordId": "r", "limit": 5})["entries"] == []
 
 
-def test_stream_params_the_model_cannot_use_are_refused_on_the_request(spawn):
-    sc = spawn()
-    sc.wait_ready()
+def test_stream_params_the_model_cannot_use_are_refused_on_the_request(shared):
+    sc = shared
     base = {"chatId": "c", "messages": [{"role": "user", "content": "x"}], "provider": PROVIDER}
     for params, field in [
         ({**base, "tools": [{"type": "function", "function": {"name": "a", "parameters": "zz"}}]},
@@ -186,20 +184,24 @@ def test_a_host_that_closes_stdout_mid_stream_stops_the_sidecar_and_keeps_the_pa
     assert last["role"] == "assistant" and last["content"].startswith("p0 ")
 
 
+def _wait_pipe_full(pipe, timeout: float = 30.0) -> None:
+    """Wait until ``pipe`` holds all it can (within a page): its writer is held up."""
+    capacity = fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ)
+    deadline = time.monotonic() + timeout
+    while _unread(pipe) < capacity - 4096:
+        assert time.monotonic() < deadline, "the stream never filled the host's pipe"
+        time.sleep(0.01)
+
+
 def test_sigterm_while_the_host_does_not_read_stdout_still_stops_and_records(tmp_path):
     db = str(tmp_path / "s.db")
     pieces = ["x" * 1000 + str(i) for i in range(5000)]
     with ReplayServer([text_reply(pieces)]) as model, RawSidecar(db) as sc:
         sc.send({"jsonrpc": "2.0", "id": 1, "method": "agent.chat.stream", "params": _stream(model)})
-        # 5 MB of chunks: wait until the pipe holds the first 32 KiB (the text is flowing), then
-        # a little more: the pipe is full, the sidecar waits for the host. (A fixed sleep is not
-        # enough on a loaded machine: a SIGTERM before the model's first byte leaves no text,
-        # since a cancel no longer waits for the model.)
-        deadline = time.monotonic() + 20
-        while _unread(sc.proc.stdout) < 32768:
-            assert time.monotonic() < deadline, "the stream never filled the host's pipe"
-            time.sleep(0.02)
-        time.sleep(0.3)
+        # 5 MB of chunks: wait until the host's pipe is full, so the sidecar waits for the host.
+        # (A fixed sleep is not enough on a loaded machine: a SIGTERM before the model's first
+        # byte leaves no text, since a cancel no longer waits for the model.)
+        _wait_pipe_full(sc.proc.stdout)
         sc.proc.send_signal(signal.SIGTERM)
         assert sc.proc.wait(20) == 0, sc.log()[-2000:]
         # every whole line written is JSON-RPC (the sidecar gave up on the host within a line)

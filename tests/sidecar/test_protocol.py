@@ -22,9 +22,8 @@ def test_ready_line_then_lifecycle_ready_then_ping(spawn, tmp_path):
     assert pong["pong"] is True and pong["version"]
 
 
-def test_in_memory_by_default(spawn):
-    sc = spawn()
-    assert sc.wait_ready()["storage"] == "memory"
+def test_in_memory_by_default(shared):
+    assert shared.wait_ready()["storage"] == "memory"
 
 
 def test_session_create_get_list_update_end(spawn, tmp_path):
@@ -70,9 +69,8 @@ def _error(sc, raw: bytes) -> dict:
     return sc.wait(lambda: sc.responses.get(None), what=f"the error for {raw[:40]!r}")["error"]
 
 
-def test_bad_frames_each_get_their_error_and_the_sidecar_keeps_serving(spawn):
-    sc = spawn()
-    sc.wait_ready()
+def test_bad_frames_each_get_their_error_and_the_sidecar_keeps_serving(shared):
+    sc = shared
     assert _error(sc, b"this is not json\n")["code"] == -32700
     assert _error(sc, b'{"jsonrpc":"2.0","id":1,"method":"system.ping"\xff\xfe}\n')["code"] == -32700
     assert _error(sc, b'[{"jsonrpc":"2.0","id":1,"method":"system.ping"}]\n')["code"] == -32600
@@ -118,9 +116,8 @@ def test_a_10_mib_frame_round_trips(spawn, tmp_path):
     assert max(len(l) for l in sc.lines) > 10 * 1024 * 1024
 
 
-def test_a_frame_over_16_mib_is_refused_and_the_sidecar_keeps_serving(spawn):
-    sc = spawn()
-    sc.wait_ready()
+def test_a_frame_over_16_mib_is_refused_and_the_sidecar_keeps_serving(shared):
+    sc = shared
     big = b'{"jsonrpc":"2.0","id":1,"method":"system.ping","params":{"x":"' + b"y" * (16 * 1024 * 1024) + b'"}}\n'
     err = _error(sc, big)
     assert err["code"] == -32600 and "exceeds" in err["message"]
