@@ -49,6 +49,7 @@ from .checksum import IDENTITY, current_checker, history_rows, identity_sql, row
 from .dberrors import as_store_error
 from .schema import CHECKPOINT_WHERE, SCHEMA_VERSION, has_fts
 from .search import SEARCH_CANDIDATES, matching_chats
+from .sqlite_append import plain_rows
 from .upgrade import UpgradeProgress, upgrade_store
 
 M = TypeVar("M", bound=WireModel)
@@ -244,12 +245,12 @@ class SqliteStorage:
         entries = list(entries)
         with self._write() as conn:
             head = conn.execute("SELECT max(seq) FROM history WHERE record_id = ?", (record_id,)).fetchone()[0]
-            prepared = prepare_append(record_id, entries, (head or 0) + 1)
-            conn.executemany(
-                "INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                history_rows(record_id, prepared),
-            )
-        return [p.wire for p in prepared]
+            plain = plain_rows(record_id, entries, (head or 0) + 1)
+            if plain is None:  # not all plain items: the careful path (it raises the errors)
+                prepared = prepare_append(record_id, entries, (head or 0) + 1)
+                plain = history_rows(record_id, prepared), [p.wire for p in prepared]
+            conn.executemany(_INSERT_HISTORY, plain[0])
+        return plain[1]
 
     async def list_history(
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,
@@ -295,6 +296,7 @@ class SqliteStorage:
         return [validate(_verified("sessions", row)) for chat_id in chats for row in per_chat[chat_id]]
 
 
+_INSERT_HISTORY = "INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _IDENTITY_SQL = {table: identity_sql(table) for table in IDENTITY}
 
 

@@ -1,0 +1,184 @@
+"""SqliteStorage's one-pass rows for plain items (storage/sqlite_append.py) are the careful path's.
+
+``plain_rows`` either declines (None: the careful path decides, and raises) or gives exactly the
+rows ``checksum.history_rows(record, prepare_append(...))`` gives and the dicts it returns, for
+any batch: generated entries of every shape near the plain form (wrong keys, roles, timestamps,
+non-str values, lone surrogates, control and non-BMP text) and any starting seq, including seqs
+whose digit count changes inside the batch. The data is also held to the model's own
+``model_dump_json``; on disk, a store written through ``append_history`` holds byte-identical
+rows to one written from the careful path's rows, reads back the same, and check finds nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from steerable_agent_runtime import RecordFormatError, SqliteStorage
+from steerable_agent_runtime.history import RECORD_FORMAT_VERSION, validate_current
+from steerable_agent_runtime.history_append import prepare_append
+from steerable_agent_runtime.maintenance import check
+from steerable_agent_runtime.storage.checksum import history_rows, row_crc
+from steerable_agent_runtime.storage.sqlite_append import plain_rows
+from tests.helpers import run
+
+AT = "2026-01-01T00:00:00.000000Z"
+
+_text = st.one_of(st.text(), st.just(""), st.just("a\ud800b"), st.just("\udfff"),
+                  st.just("\x00\x1f\x7f\"\\/\u2028\n\té✓\U0001f600"), st.text(alphabet="\"\\\n\x01abc", max_size=8))
+_role = st.one_of(st.sampled_from(["user", "assistant", "tool", "system"]),
+                  st.sampled_from(["", "User", "bot", None, 1, ("user",)]))
+_at = st.one_of(st.just(AT), st.just("2026-02-30T00:00:00.000000Z"), st.just("2026-01-01T00:00:00Z"),
+                st.sampled_from([None, "", 0, False, 1.5]), st.just("2026-12-31T23:59:59.999999Z"))
+_MISSING = object()
+
+
+@st.composite
+def _entry(draw):
+    """An entry in the plain form or one small step away from it."""
+    message = {"role": draw(_role), "content": draw(st.one_of(_text, st.just(None), st.just(["x"]), st.just(3)))}
+    if draw(st.booleans()):
+        message = dict(reversed(list(message.items())))  # key order must not matter
+    if draw(st.integers(0, 9)) == 0:
+        message[draw(st.sampled_from(["name", "toolCallId", "x"]))] = "n"
+    if draw(st.integers(0, 9)) == 0:
+        del message[draw(st.sampled_from(["role", "content"]))]
+    entry = {"type": draw(st.sampled_from(["item", "item", "item", "seed", "Item"])), "message": message}
+    at = draw(st.one_of(st.just(_MISSING), _at))
+    if at is not _MISSING:
+        entry["at"] = at
+    shape = draw(st.integers(0, 14))
+    if shape == 0:
+        entry["v"] = RECORD_FORMAT_VERSION
+    elif shape == 1:
+        entry["seq"] = 1
+    elif shape == 2:
+        return [("type", "item"), ("message", message)]  # not a dict
+    elif shape == 3:
+        del entry["type"]
+    return entry
+
+
+def _seqs():
+    near = st.sampled_from([1, 2, 8, 9, 10, 95, 99, 100, 999, 10**6 - 3, 10**12 - 2, 2**62 - 20])
+    return st.one_of(near, st.integers(1, 2**62 - 20))
+
+
+def _careful(record_id, entries, seq):
+    """The careful path: prepare_append's rows and dicts, or the error it raises."""
+    try:
+        prepared = prepare_append(record_id, entries, seq)
+    except (RecordFormatError, TypeError) as exc:
+        return type(exc), str(exc)
+    return history_rows(record_id, prepared), [p.wire for p in prepared]
+
+
+def _stamped(entries, rows):
+    """The entries with the at the fast path stamped where they had none (None, "" or missing)."""
+    out = []
+    for entry, row in zip(entries, rows):
+        if type(entry) is dict and not entry.get("at"):
+            entry = {**entry, "at": row[4]}
+        out.append(entry)
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_entry(), min_size=1, max_size=12), _seqs(), st.sampled_from(["r", "chat ✓", "x" * 40]))
+def test_plain_rows_are_the_careful_paths_or_nothing(entries, seq, record_id):
+    fast = plain_rows(record_id, entries, seq)
+    if fast is None:
+        return  # declined: append_history takes the careful path for the whole batch
+    rows, wires = fast
+    assert _careful(record_id, _stamped(entries, rows), seq) == (rows, wires)
+    for row, wire in zip(rows, wires):  # and the model's own bytes, not only prepare_append's
+        model = validate_current(dict(wire), record_id, RECORD_FORMAT_VERSION)
+        assert row[5] == model.model_dump_json(by_alias=True, exclude_none=True)
+        assert row[6] == row_crc("history", (record_id, row[1]), row[5])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool", "system"]), _text,
+                          st.sampled_from([AT, None, _MISSING])), min_size=1, max_size=60), _seqs())
+def test_plain_batches_are_taken_unless_the_text_is_not_unicode(items, seq):
+    entries = []
+    for role, content, at in items:
+        entries.append({"type": "item", "message": {"role": role, "content": content}})
+        if at is not _MISSING:
+            entries[-1]["at"] = at
+    fast = plain_rows("r", entries, seq)
+    lone = any(_lone_surrogate(content) for _, content, _ in items)
+    assert (fast is None) == lone
+    careful = _careful("r", _stamped(entries, fast[0]) if fast else entries, seq)
+    if fast is None:
+        assert careful[0] is RecordFormatError and "lone surrogate" in careful[1]
+    else:
+        assert careful == fast
+        assert len({row[4] for row, (_, _, at) in zip(fast[0], items) if at is not AT}) <= 1  # one stamp a batch
+
+
+def _lone_surrogate(text):
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _stored(path):
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT rowid, record_id, seq, v, type, at, typeof(data), hex(CAST(data AS BLOB)), crc"
+                            " FROM history ORDER BY rowid").fetchall()
+    finally:
+        conn.close()
+
+
+def test_the_stored_bytes_are_the_careful_paths_and_check_agrees(tmp_path):
+    batches = [[{"type": "item", "at": AT, "message": {"role": ("user", "assistant")[i % 2],
+                                                         "content": f"ü {i} \"q\"\n\\ \x01 ✓\U0001f600" * (i % 4)}}
+                for i in range(n)] for n in (50, 1, 7, 50)]
+
+    async def go():
+        fast = SqliteStorage(tmp_path / "fast.db")
+        returned = []
+        for batch in batches:
+            returned.append(await fast.append_history("chat ✓", batch))
+        assert await fast.list_history("chat ✓") == [w for ws in returned for w in ws]
+        await fast.close()
+        careful = SqliteStorage(tmp_path / "careful.db")
+        seq = 1
+        for batch, got in zip(batches, returned):
+            prepared = prepare_append("chat ✓", batch, seq)
+            assert [p.wire for p in prepared] == got
+            with careful.conn:
+                careful.conn.executemany("INSERT INTO history (record_id, seq, v, type, at, data, crc)"
+                                         " VALUES (?, ?, ?, ?, ?, ?, ?)", history_rows("chat ✓", prepared))
+            seq += len(batch)
+        await careful.close()
+
+    run(go())
+    assert _stored(tmp_path / "fast.db") == _stored(tmp_path / "careful.db")
+    assert {row[6] for row in _stored(tmp_path / "fast.db")} == {"text"}
+    report = check(tmp_path / "fast.db")
+    assert report.findings == [] and report.integrity_ok
+
+
+def test_a_batch_with_one_entry_it_declines_is_the_careful_paths_error(tmp_path):
+    async def go():
+        store = SqliteStorage(tmp_path / "s.db")
+        await store.append_history("r", [{"type": "item", "at": AT, "message": {"role": "user", "content": "a"}}])
+        bad = [{"type": "item", "at": AT, "message": {"role": "user", "content": "fine"}},
+               {"type": "item", "message": {"role": "user", "content": "a\ud800b"}}]
+        try:
+            await store.append_history("r", bad)
+        except RecordFormatError as exc:
+            assert "record 'r' seq 3" in str(exc) and "lone surrogate" in str(exc)
+        else:
+            raise AssertionError("a lone surrogate was appended")
+        assert [e["seq"] for e in await store.list_history("r")] == [1]  # nothing of the batch was written
+        await store.close()
+
+    run(go())
