@@ -12,7 +12,9 @@ Guarantees:
 - With a storage, after every flush ``resume_transcript(storage, record_id)`` equals the
   transcript of the next request; a crash loses at most the round in flight.
 - ``cancel()`` winds the turn down at the next chunk or tool boundary; the record then holds
-  the partial assistant text and a result for every call.
+  the partial assistant text and a result for every call. A wait for the model's next bytes
+  (or its response headers) is such a boundary: the turn's CancelSignal, handed to the provider
+  as the ``cancel`` option, ends it at once (llm.cancel).
 - ``run`` raises UsageError at once for an empty transcript, a tool result whose call no earlier
   message made, or while another turn runs.
 """
