@@ -132,14 +132,14 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                 raw = from_json(data)
             except (ValueError, TypeError):
                 raw = _NOTHING
-            quoted = _quoted(key)
-            if (chat is not None and quoted is not None and type(raw) is dict and type(crc) is int
+            plain = type(key) is str and _PLAIN_TEXT(key) is not None
+            if (chat is not None and plain and type(raw) is dict and type(crc) is int
                     and raw.get("id") == key and raw.get("chatId") == chat_id and raw.get("createdAt") == created
                     and is_plain_message(raw) and data.find(b"\n") < 0 and data.find(b"\t") < 0
                     and data.find(b"\r") < 0):
                 # The common row: valid (is_plain_message, and its columns agree), created_at in stored form.
                 valid = True
-            elif (chat is not None and quoted is not None and raw is not _NOTHING and type(crc) is int
+            elif (chat is not None and plain and raw is not _NOTHING and type(crc) is int
                   and _plain(created) and data.find(b"\n") < 0 and data.find(b"\t") < 0 and data.find(b"\r") < 0):
                 valid = valid_row(raw, data, (key, chat_id, created))
                 bad += not valid
@@ -148,8 +148,9 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                 valid = None
             if valid is not None:
                 ok = verify(key, data, crc)
-                write(b'{"table":"messages","key":[%s],"columns":{"id":%s,"chat_id":%s,"created_at":"%s","crc":%d},'
-                      b'"data":"%s%s' % (quoted, quoted, chat, created.encode(), crc,
+                name = key.encode()
+                write(b'{"table":"messages","key":["%s"],"columns":{"id":"%s","chat_id":%s,"created_at":"%s","crc":%d},'
+                      b'"data":"%s%s' % (name, name, chat, created.encode(), crc,
                                          data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'), ends[ok, valid]))
                 written += 1
                 good += ok
