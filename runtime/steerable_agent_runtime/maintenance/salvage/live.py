@@ -72,8 +72,8 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
     sql = "SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc, rowid" + _where(schema, "history", at)
     last_id: Any = _NOTHING
     quoted = key_head = None
-    tally = _Tally(counts, at)
-    rows = written = good = bad = 0
+    valid_ends = (ends[False, True], ends[True, True])
+    after, rows, written, good, bad = at.after, 0, 0, 0, 0
     try:
         for record_id, seq, v, kind, stamp, data, crc, rowid in conn.execute(sql):
             if record_id != last_id or type(record_id) is not str:
@@ -91,7 +91,7 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                 ok = verify(record_id, seq, data, crc)
                 write(b'%s%d],"columns":{"record_id":%s,"seq":%d,"v":%d,"type":"item","at":"%s","crc":%d},"data":"%s%s'
                       % (key_head, seq, quoted, seq, v, stamp.encode(), crc,
-                         data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'), ends[ok, True]))
+                         data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'), valid_ends[ok]))
                 written += 1
                 good += ok
             elif (key_head is not None and raw is not _NOTHING and type(seq) is int and type(v) is int
@@ -108,11 +108,11 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
             else:
                 careful(rowid)
             rows += 1
-            tally.after = rowid
+            after = rowid
             if rows % 10000 == 0:
                 progress(at.count + rows)
     finally:
-        tally.add(rows, written, good, bad)
+        _add(counts, at, after, rows, written, good, bad)
 
 
 def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: list[int], at: Place,
@@ -122,8 +122,7 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
     sql = "SELECT id, chat_id, created_at, CAST(data AS BLOB), crc, rowid" + _where(schema, "messages", at)
     last_chat: Any = _NOTHING
     chat = None
-    tally = _Tally(counts, at)
-    rows = written = good = bad = 0
+    after, rows, written, good, bad = at.after, 0, 0, 0, 0
     try:
         for key, chat_id, created, data, crc, rowid in conn.execute(sql):
             if chat_id != last_chat or type(chat_id) is not str:
@@ -155,27 +154,23 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                 written += 1
                 good += ok
             rows += 1
-            tally.after = rowid
+            after = rowid
             if rows % 10000 == 0:
                 progress(at.count + rows)
     finally:
-        tally.add(rows, written, good, bad)
+        _add(counts, at, after, rows, written, good, bad)
 
 
-class _Tally:
+def _add(counts: list[int], at: Place, after: int | None, rows: int, written: int, verified: int,
+         invalid: int) -> None:
     """A loop's counts, added to the table's tally and its Place once, when the loop ends
     (also when a read fails: the caller goes on from ``at.after``)."""
-
-    def __init__(self, counts: list[int], at: Place) -> None:
-        self.counts, self.at, self.after = counts, at, at.after
-
-    def add(self, rows: int, written: int, verified: int, invalid: int) -> None:
-        self.counts[0] += written
-        self.counts[3] += written
-        self.counts[4] += verified
-        self.counts[5] += invalid
-        self.at.after = self.after
-        self.at.count += rows
+    counts[0] += written
+    counts[3] += written
+    counts[4] += verified
+    counts[5] += invalid
+    at.after = after
+    at.count += rows
 
 
 _NOTHING = object()
