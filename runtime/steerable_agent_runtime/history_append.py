@@ -280,6 +280,54 @@ def item_text(message: LLMMessage, seq: int, at: str) -> str | None:
     return None if has_lone_surrogate(data) else data
 
 
+ItemSnapshot = tuple[int, str, str, str | None, str | None, str | None, str | None]
+"""What :func:`item_snapshot` returns: seq, at, role, content, tool_call_id, name, the tool calls' text."""
+
+
+def item_snapshot(message: Any, seq: int, at: str) -> ItemSnapshot | None:
+    """The item holding ``message`` at ``seq``, stamped ``at`` (in stored form), as immutable parts:
+    ``(seq, at, role, content, tool_call_id, name, tool_calls_text)``, each a str (or None), the
+    tool calls already serialized by their field type's serializer. :func:`snapshot_text` of it
+    is :func:`item_text` of the same message (a property test holds them equal), so a storage
+    can keep the snapshot and write the text when it is read: nothing the caller does to the
+    message afterwards reaches it (strs are immutable, the calls are text).
+
+    None (decides nothing: take item_text or the careful path) unless ``message`` is exactly a
+    sound LLMMessage with str or no content and valid Unicode text."""
+    if type(message) is not LLMMessage:
+        return None
+    fields = message.__dict__
+    role, content, calls = fields.get("role"), fields.get("content"), fields.get("tool_calls")
+    call_id, name = fields.get("tool_call_id"), fields.get("name")
+    # _sound_fields, inline (this runs for every message the loop appends)
+    if len(fields) != 5 or type(role) is not str or role not in CHAT_ROLES:
+        return None
+    if (call_id is not None and type(call_id) is not str) or (name is not None and type(name) is not str):
+        return None
+    if content is not None and (type(content) is not str or (not content.isascii() and has_lone_surrogate(content))):
+        return None
+    if (call_id is not None and not call_id.isascii() and has_lone_surrogate(call_id)) or \
+            (name is not None and not name.isascii() and has_lone_surrogate(name)):
+        return None
+    if calls is None:
+        return (seq, at, role, content, call_id, name, None)
+    if not _dicts_with_str_keys(calls):
+        return None
+    try:
+        calls_text = _dump_calls_json(calls).decode()
+    except Exception:  # noqa: BLE001 - the careful path reports it
+        return None
+    if not calls_text.isascii() and has_lone_surrogate(calls_text):
+        return None
+    return (seq, at, role, content, call_id, name, calls_text)
+
+
+def snapshot_text(snapshot: ItemSnapshot) -> str:
+    """The stored text of an :func:`item_snapshot` (what item_text gives for its message)."""
+    seq, at, role, content, call_id, name, calls_text = snapshot
+    return f'{_ITEM_HEAD}{seq},"at":"{at}","message":{_str_text(role, content, call_id, name, calls_text)}}}'
+
+
 _calls_serializer = SchemaSerializer(core_schema.list_schema(core_schema.dict_schema(core_schema.str_schema(),
                                                                                    core_schema.any_schema())))
 """The serializer of LLMMessage.tool_calls' type (list[dict[str, Any]]), for the calls alone."""

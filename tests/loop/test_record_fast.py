@@ -18,11 +18,12 @@ import warnings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from steerable_agent_runtime import InMemoryStorage, LLMMessage, RecordFormatError, resume_transcript
-from steerable_agent_runtime.history_append import _item_parts, item_text, prepare_append
+from steerable_agent_runtime.history_append import _item_parts, item_snapshot, item_text, prepare_append, snapshot_text
 from steerable_agent_runtime.llm import ScriptedProvider, ScriptedResponse
 from steerable_agent_runtime.loop import CoreLoop
 from steerable_agent_runtime.loop.record import RecordWriter
 from steerable_agent_runtime.models import utc_now
+from steerable_agent_runtime.storage.memory import _text
 
 from tests.helpers import run
 from tests.loop.kit import USER, drain, make_router
@@ -44,9 +45,13 @@ def _check_text(message, seq):
         warnings.simplefilter("ignore")  # pydantic warns when it serialises a reassigned field
         text = item_text(message, seq, AT)
         parts = _item_parts(message, seq, AT)
+        snapshot = item_snapshot(message, seq, AT)
         careful = _careful_data(message, seq)
     if text is not None:
         assert text == careful
+    if snapshot is not None:  # a snapshot is written as the same text
+        assert text is not None and snapshot_text(snapshot) == text
+        assert all(type(part) in (int, str, type(None)) for part in snapshot)  # immutable parts only
     # the same decision as the returning fast path, and the same text
     assert (parts is None) == (text is None)
     if parts is not None:
@@ -74,6 +79,9 @@ def test_item_text_takes_the_common_shapes():
                     LLMMessage(role="tool", tool_call_id="c1", name="f", content='{"ok": true}'),
                     LLMMessage(role="assistant", content="")):
         assert item_text(message, 3, AT) == _careful_data(message, 3)
+        assert snapshot_text(item_snapshot(message, 3, AT)) == _careful_data(message, 3)
+    parts = LLMMessage(role="user", content=[{"type": "text", "text": "hi"}])
+    assert item_snapshot(parts, 3, AT) is None and item_text(parts, 3, AT) == _careful_data(parts, 3)
 
 
 _rounds = st.lists(st.lists(st.one_of(_messages(), _changed()), min_size=1, max_size=3), min_size=1, max_size=5)
@@ -111,7 +119,7 @@ def test_append_items_now_stores_what_append_history_stores(rounds):
                 assert len({e["at"] for e in added}) == 1  # one atomic append: one stamp
             await careful.append_history("r", [{"type": "item", "at": e["at"], "message": e["message"]}
                                                for e in added])
-        assert fast._history == careful._history
+        assert [_text(e) for e in fast._history.get("r", [])] == careful._history.get("r", [])
         assert await fast.list_history("r") == await careful.list_history("r")
 
     run(go())

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from ..history import CHECKPOINT_TYPES, read_entry_text
-from ..history_append import item_text, loop_item, prepare_append
+from ..history_append import ItemSnapshot, item_snapshot, item_text, loop_item, prepare_append, snapshot_text
 from ..models import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan, WireModel, utc_now
 
 M = TypeVar("M", bound=WireModel)
@@ -26,7 +26,7 @@ class InMemoryStorage:
         self._traces: dict[str, str] = {}
         self._spans: dict[str, tuple[str, str]] = {}
         self._events: dict[str, tuple[str, str]] = {}
-        self._history: dict[str, list[str]] = {}
+        self._history: dict[str, list[str | ItemSnapshot]] = {}  # entry texts; the loop's items as snapshots
         self._checkpoints: dict[str, list[int]] = {}
 
     # sessions -------------------------------------------------------------------------
@@ -119,38 +119,44 @@ class InMemoryStorage:
     def append_items_now(self, record_id: str, messages: Sequence[LLMMessage]) -> bool:
         """Append each of ``messages`` as an ``item`` entry, synchronously, returning no entries.
 
-        Stores exactly what ``append_history(record_id, [{"type": "item", "message": m} for m in
-        messages])`` stores (the same texts: history_append.item_text, which a property test holds
-        to prepare_append), all stamped with one time, atomic: True when all were appended; False,
-        appending nothing, when any message is not exactly a sound LLMMessage whose text is valid
-        (the caller then calls append_history, which stores it or raises the usual error). The
-        loop's record writer calls it at its flush points (loop/record.py): the loop never reads
-        the returned entries, and a coroutine per flush is what InMemoryStorage would add.
+        Stores what ``append_history(record_id, [{"type": "item", "message": m} for m in
+        messages])`` stores (list_history reads the same entries), all stamped with one time,
+        atomic: True when all were appended; False, appending nothing, when any message is not
+        exactly a sound LLMMessage whose text is valid (the caller then calls append_history,
+        which stores it or raises the usual error). A message with str or no content is kept as
+        its history_append.item_snapshot (immutable strs, the tool calls as text) and written
+        as text when read (snapshot_text: the same text, a property test holds it to
+        prepare_append's); any other as its item_text. Either way a later change to the message
+        does not reach the record. The loop's record writer calls it at its flush points
+        (loop/record.py): the loop never reads the returned entries, and a coroutine per flush
+        is what InMemoryStorage would add.
         """
         log = self._history.get(record_id)
         seq = 1 if log is None else len(log) + 1
         at = utc_now()
         if len(messages) == 1:  # the common flush
             message = messages[0]
-            text = item_text(message, seq, at) if type(message) is LLMMessage else None
-            if text is None:
+            entry = item_snapshot(message, seq, at) or (item_text(message, seq, at)
+                                                        if type(message) is LLMMessage else None)
+            if entry is None:
                 return False
             if log is None:
-                self._history[record_id] = [text]
+                self._history[record_id] = [entry]
             else:
-                log.append(text)
+                log.append(entry)
             return True
-        texts = []
+        stored: list[str | ItemSnapshot] = []
         for message in messages:
-            text = item_text(message, seq, at) if type(message) is LLMMessage else None
-            if text is None:
+            entry = item_snapshot(message, seq, at) or (item_text(message, seq, at)
+                                                        if type(message) is LLMMessage else None)
+            if entry is None:
                 return False
-            texts.append(text)
+            stored.append(entry)
             seq += 1
         if log is None:
-            self._history[record_id] = texts
+            self._history[record_id] = stored
         else:
-            log.extend(texts)
+            log.extend(stored)
         return True
 
     async def list_history(
@@ -163,7 +169,7 @@ class InMemoryStorage:
         seqs = range(high, low, -1) if reverse else range(low + 1, high + 1)
         if limit is not None:
             seqs = seqs[: max(limit, 0)]
-        return [read_entry_text(log[s - 1], record_id=record_id, seq=s) for s in seqs]
+        return [read_entry_text(_text(log[s - 1]), record_id=record_id, seq=s) for s in seqs]
 
     async def history_checkpoint(self, record_id: str) -> int | None:
         marks = self._checkpoints.get(record_id)
@@ -171,6 +177,11 @@ class InMemoryStorage:
 
     async def close(self) -> None:
         """Nothing to release; kept for the uniform protocol."""
+
+
+def _text(stored: str | ItemSnapshot) -> str:
+    """A stored entry's text (an item kept as its snapshot is written now)."""
+    return stored if type(stored) is str else snapshot_text(stored)
 
 
 def _load(model: type[M], text: str) -> M:
