@@ -211,3 +211,34 @@ def test_flush_now_declines_without_the_synchronous_append_and_the_awaited_flush
         assert (await fast.storage.list_history("r"))[0]["at"] <= utc_now()
 
     run(go())
+
+
+def test_append_items_now_with_expect_seq_appends_only_at_that_seq():
+    storage = InMemoryStorage()
+    hi, there = LLMMessage(role="user", content="hi"), LLMMessage(role="assistant", content="there")
+    assert storage.append_items_now("r", [hi], expect_seq=2) is False and "r" not in storage._history
+    assert storage.append_items_now("r", [hi], expect_seq=1) is True
+    assert storage.append_items_now("r", [there], expect_seq=1) is False
+    assert storage.append_items_now("r", [there], expect_seq=2) is True
+    assert [e["seq"] for e in run(storage.list_history("r"))] == [1, 2]
+
+
+def test_start_lines_up_new_and_existing_records_as_the_awaited_path_does():
+    """A new record takes the synchronous first append; a record holding a prefix of the run's
+    transcript gets the rest as items, any other record a seed: on both storages alike."""
+    async def go(storage):
+        first = [LLMMessage(role="user", content="one")]
+        longer = [*first, LLMMessage(role="assistant", content="two"), LLMMessage(role="user", content="three")]
+        await RecordWriter(storage, "new").start(first)
+        await RecordWriter(storage, "grow").start(first)
+        await RecordWriter(storage, "grow").start(longer)  # the record is a prefix: the rest as items
+        await RecordWriter(storage, "other").start(longer)
+        await RecordWriter(storage, "other").start(first)  # not a prefix: a seed
+        return {rid: (_without_times(await storage.list_history(rid)), await resume_transcript(storage, rid))
+                for rid in ("new", "grow", "other")}
+
+    fast, awaited = run(go(InMemoryStorage())), run(go(AwaitedOnly()))
+    assert fast == awaited
+    assert [e["type"] for e in fast["grow"][0]] == ["item"] * 3
+    assert [e["type"] for e in fast["other"][0]] == ["item"] * 3 + ["seed"]
+    assert [m.content for m in fast["other"][1]] == ["one"]

@@ -52,6 +52,10 @@ class RecordWriter:
         """
         if self.storage is None:
             return
+        append_now = self._append_now
+        if append_now is not None and append_now(self.record_id, transcript, expect_seq=1):
+            self.flushed = len(transcript)  # a new record (what the general path below does for one)
+            return
         existing = await resume_transcript(self.storage, self.record_id)
         if list(transcript[: len(existing)]) == existing:
             self.flushed = len(existing)

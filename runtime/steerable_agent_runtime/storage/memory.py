@@ -116,7 +116,8 @@ class InMemoryStorage:
             stored.append(p.wire)
         return stored
 
-    def append_items_now(self, record_id: str, messages: Sequence[LLMMessage]) -> bool:
+    def append_items_now(self, record_id: str, messages: Sequence[LLMMessage], *,
+                         expect_seq: int | None = None) -> bool:
         """Append each of ``messages`` as an ``item`` entry, synchronously, returning no entries.
 
         Stores what ``append_history(record_id, [{"type": "item", "message": m} for m in
@@ -127,12 +128,16 @@ class InMemoryStorage:
         its history_append.item_snapshot (immutable strs, the tool calls as text) and written
         as text when read (snapshot_text: the same text, a property test holds it to
         prepare_append's); any other as its item_text. Either way a later change to the message
-        does not reach the record. The loop's record writer calls it at its flush points
+        does not reach the record. ``expect_seq``: append only when it is the record's next seq
+        (1: only to an empty record), else return False, appending nothing. The loop's record
+        writer calls it at its flush points and for a new record's first messages
         (loop/record.py): the loop never reads the returned entries, and a coroutine per flush
         is what InMemoryStorage would add.
         """
         log = self._history.get(record_id)
         seq = 1 if log is None else len(log) + 1
+        if expect_seq is not None and expect_seq != seq:
+            return False
         at = utc_now()
         if len(messages) == 1:  # the common flush
             message = messages[0]
