@@ -2,10 +2,12 @@
 
 :func:`prepare_append` stamps, validates and serializes a batch (the careful path, and the fast
 paths for the forms the loop and most callers append: a plain item, an item holding a sound
-LLMMessage); :func:`loop_item` is the loop's one-entry form, :func:`item_text` the stored text
-alone of an item holding a sound LLMMessage (for an append that returns no entries). Every fast
-path stores the same bytes, returns the same dict and raises the same errors as the careful path (the property tests
-in tests/storage/test_append_fast.py and test_typed_items.py hold them to it). The record's
+LLMMessage); :func:`loop_item` is the loop's one-entry form; :func:`item_snapshot` keeps an
+item holding a sound LLMMessage as immutable parts and :func:`snapshot_text` writes its stored
+text (for an append that returns no entries and writes the text when read). Every fast path
+stores the same bytes, returns the same dict and raises the same errors as the careful path
+(the property tests in tests/storage/test_append_fast.py, test_typed_items.py and
+tests/loop/test_record_fast.py hold them to it). The record's
 format and its reads are :mod:`.history`.
 """
 
@@ -207,46 +209,11 @@ _ITEM_HEAD = f'{{"v":{RECORD_FORMAT_VERSION},"type":"item","seq":'
 
 
 def _item_parts(message: LLMMessage, seq: int, at: str) -> tuple[str, dict[str, Any]] | None:
-    """_sound_item's (data, wire dict), or None: the data is :func:`item_text`'s, the wire dict the
-    same fields as a camelCase dict (the str fields as they are, tool calls and content parts
-    through the serializer of their type, in json mode)."""
-    data = item_text(message, seq, at)
-    if data is None:
-        return None
-    fields = message.__dict__
-    role, content, calls = fields.get("role"), fields.get("content"), fields.get("tool_calls")
-    call_id, name = fields.get("tool_call_id"), fields.get("name")
-    if calls is None and (content is None or type(content) is str):
-        if content is not None and call_id is not None and name is not None:  # a tool result
-            wire_message: dict[str, Any] = {"role": role, "content": content, "toolCallId": call_id, "name": name}
-        elif content is not None and call_id is None and name is None:  # a text message
-            wire_message = {"role": role, "content": content}
-        else:
-            wire_message = _str_wire(role, content, call_id, name)
-    else:
-        try:
-            if calls is not None and (content is None or type(content) is str):
-                wire_message = _str_wire(role, content, call_id, name, _dump_calls(calls, mode="json"))
-            else:
-                wire_message = _dump_message(message, mode="json", by_alias=True, exclude_none=True)
-        except Exception:  # noqa: BLE001 - the dict path reports it
-            return None
-    return data, {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
-
-
-def item_text(message: LLMMessage, seq: int, at: str) -> str | None:
-    """The stored text (canonical JSON) of the item holding ``message`` at ``seq``, stamped ``at``
-    (in stored form), exactly as prepare_append stores it; None when the message is not sound
-    (is_sound_message's test), its serializer refuses it or the text is not valid Unicode (the
-    careful path then decides, and raises the usual error).
-
-    A message whose fields are all a str or None (a text message, a tool result) is written as
-    LLMMessage's serializer writes it (role, content, toolCallId, name in the model's order, the
-    None ones left out, each text through json's string encoder: a property test holds it to the
-    serializer's bytes) without the serializer; an assistant message's tool calls go through the
-    serializer of their field's type alone (list[dict[str, Any]], what LLMMessage's serializer
-    runs for that field); content parts through LLMMessage's serializer. The caller checks that
-    ``message`` is exactly an LLMMessage."""
+    """_sound_item's (data, wire dict), or None. A message whose fields are all a str or None (a
+    text message, a tool result) is written as LLMMessage's serializer writes it (role, content,
+    toolCallId, name in the model's order, the None ones left out, each text through json's
+    string encoder: a property test holds it to the serializer's bytes and dict) without the
+    serializer; content parts and tool calls go through the serializer."""
     fields = message.__dict__
     role, content, calls = fields.get("role"), fields.get("content"), fields.get("tool_calls")
     call_id, name = fields.get("tool_call_id"), fields.get("name")
@@ -260,24 +227,75 @@ def item_text(message: LLMMessage, seq: int, at: str) -> str | None:
         if content is not None and call_id is not None and name is not None:  # a tool result
             data = (f'{_ITEM_HEAD}{seq},"at":"{at}","message":{{"role":"{role}","content":{enc(content)},'
                     f'"toolCallId":{enc(call_id)},"name":{enc(name)}}}}}')
+            wire_message: dict[str, Any] = {"role": role, "content": content, "toolCallId": call_id, "name": name}
         elif content is not None and call_id is None and name is None:  # a text message
             data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{{"role":"{role}","content":{enc(content)}}}}}'
+            wire_message = {"role": role, "content": content}
         else:
-            data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{_str_text(role, content, call_id, name)}}}'
-        return None if has_lone_surrogate(data) else data  # a lone surrogate: the dict path raises
+            text, wire_message = _str_message(role, content, call_id, name)
+            data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}'
+        if has_lone_surrogate(data):
+            return None  # a lone surrogate: the dict path raises the usual error
+        return data, {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
     if content is not None and type(content) is not str and not _dicts_with_str_keys(content):
         return None
     if calls is not None and not _dicts_with_str_keys(calls):
         return None
+    if calls is not None and (content is None or type(content) is str):  # an assistant message calling tools
+        return _calling_parts(seq, at, role, content, calls, call_id, name)
     try:
-        if calls is not None and (content is None or type(content) is str):  # an assistant message calling tools
-            text = _str_text(role, content, call_id, name, _dump_calls_json(calls).decode())
-        else:
-            text = _dump_message_json(message, by_alias=True, exclude_none=True).decode()
+        text = _dump_message_json(message, by_alias=True, exclude_none=True).decode()
+        wire_message = _dump_message(message, mode="json", by_alias=True, exclude_none=True)
     except Exception:  # noqa: BLE001 - the dict path reports it
         return None
+    return (f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}',
+            {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message})
+
+
+_calls_serializer = SchemaSerializer(core_schema.list_schema(core_schema.dict_schema(core_schema.str_schema(),
+                                                                                   core_schema.any_schema())))
+"""The serializer of LLMMessage.tool_calls' type (list[dict[str, Any]]), for the calls alone."""
+_dump_calls_json, _dump_calls = _calls_serializer.to_json, _calls_serializer.to_python
+
+
+def _calling_parts(seq: int, at: str, role: str, content: str | None, calls: list[dict[str, Any]],
+                   call_id: str | None, name: str | None) -> tuple[str, dict[str, Any]] | None:
+    """_item_parts of a sound message with tool calls and str or no content: the calls by the
+    serializer of their field's type (what LLMMessage's serializer runs for that field), the rest
+    written as _str_message writes it, in the model's order (role, content, toolCalls, toolCallId,
+    name). None when the serializer refuses the calls or the text is not valid Unicode."""
+    try:
+        calls_text = _dump_calls_json(calls).decode()
+        calls_wire = _dump_calls(calls, mode="json")
+    except Exception:  # noqa: BLE001 - the dict path reports it
+        return None
+    text, wire_message = _str_message(role, content, call_id, name, calls_text, calls_wire)
     data = f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}'
-    return None if has_lone_surrogate(data) else data
+    if has_lone_surrogate(data):
+        return None
+    return data, {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
+
+
+def _str_message(role: str, content: str | None, call_id: str | None, name: str | None,
+                 calls_text: str | None = None, calls_wire: Any = None) -> tuple[str, dict[str, Any]]:
+    """The message text and wire dict of _item_parts' str-only message, for any mix of None fields,
+    in the model's order (role, content, toolCalls, toolCallId, name); ``calls_text`` /
+    ``calls_wire``: the tool calls already serialized (_calling_parts), or None for none."""
+    enc = _json_string
+    text, wire_message = f'{{"role":"{role}"', {"role": role}
+    if content is not None:
+        text += ',"content":' + enc(content)
+        wire_message["content"] = content
+    if calls_text is not None:
+        text += ',"toolCalls":' + calls_text
+        wire_message["toolCalls"] = calls_wire
+    if call_id is not None:
+        text += ',"toolCallId":' + enc(call_id)
+        wire_message["toolCallId"] = call_id
+    if name is not None:
+        text += ',"name":' + enc(name)
+        wire_message["name"] = name
+    return text + "}", wire_message
 
 
 ItemSnapshot = tuple[int, str, str, str | None, str | None, str | None, str | None]
@@ -287,13 +305,14 @@ ItemSnapshot = tuple[int, str, str, str | None, str | None, str | None, str | No
 def item_snapshot(message: Any, seq: int, at: str) -> ItemSnapshot | None:
     """The item holding ``message`` at ``seq``, stamped ``at`` (in stored form), as immutable parts:
     ``(seq, at, role, content, tool_call_id, name, tool_calls_text)``, each a str (or None), the
-    tool calls already serialized by their field type's serializer. :func:`snapshot_text` of it
-    is :func:`item_text` of the same message (a property test holds them equal), so a storage
-    can keep the snapshot and write the text when it is read: nothing the caller does to the
-    message afterwards reaches it (strs are immutable, the calls are text).
+    tool calls already serialized by their field type's serializer (what LLMMessage's serializer
+    runs for that field). :func:`snapshot_text` of it is the text prepare_append stores for the
+    same entry (a property test holds them equal), so a storage can keep the snapshot and write
+    the text when it is read: nothing the caller does to the message afterwards reaches it (strs
+    are immutable, the calls are text).
 
-    None (decides nothing: take item_text or the careful path) unless ``message`` is exactly a
-    sound LLMMessage with str or no content and valid Unicode text."""
+    None (decides nothing: take the careful path) unless ``message`` is exactly a sound
+    LLMMessage with str or no content and valid Unicode text."""
     if type(message) is not LLMMessage:
         return None
     fields = message.__dict__
@@ -323,48 +342,10 @@ def item_snapshot(message: Any, seq: int, at: str) -> ItemSnapshot | None:
 
 
 def snapshot_text(snapshot: ItemSnapshot) -> str:
-    """The stored text of an :func:`item_snapshot` (what item_text gives for its message)."""
+    """The stored text of an :func:`item_snapshot` (written as _item_parts writes a str-only message)."""
     seq, at, role, content, call_id, name, calls_text = snapshot
-    return f'{_ITEM_HEAD}{seq},"at":"{at}","message":{_str_text(role, content, call_id, name, calls_text)}}}'
-
-
-_calls_serializer = SchemaSerializer(core_schema.list_schema(core_schema.dict_schema(core_schema.str_schema(),
-                                                                                   core_schema.any_schema())))
-"""The serializer of LLMMessage.tool_calls' type (list[dict[str, Any]]), for the calls alone."""
-_dump_calls_json, _dump_calls = _calls_serializer.to_json, _calls_serializer.to_python
-
-
-def _str_text(role: str, content: str | None, call_id: str | None, name: str | None,
-              calls_text: str | None = None) -> str:
-    """The message text of item_text's str-only message, for any mix of None fields, in the
-    model's order (role, content, toolCalls, toolCallId, name); ``calls_text``: the tool calls
-    already serialized, or None for none."""
-    enc = _json_string
-    text = f'{{"role":"{role}"'
-    if content is not None:
-        text += ',"content":' + enc(content)
-    if calls_text is not None:
-        text += ',"toolCalls":' + calls_text
-    if call_id is not None:
-        text += ',"toolCallId":' + enc(call_id)
-    if name is not None:
-        text += ',"name":' + enc(name)
-    return text + "}"
-
-
-def _str_wire(role: str, content: str | None, call_id: str | None, name: str | None,
-              calls_wire: Any = None) -> dict[str, Any]:
-    """The wire dict of _str_text's message, in the same order."""
-    wire_message: dict[str, Any] = {"role": role}
-    if content is not None:
-        wire_message["content"] = content
-    if calls_wire is not None:
-        wire_message["toolCalls"] = calls_wire
-    if call_id is not None:
-        wire_message["toolCallId"] = call_id
-    if name is not None:
-        wire_message["name"] = name
-    return wire_message
+    text = _str_message(role, content, call_id, name, calls_text)[0]
+    return f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}'
 
 
 def loop_item(entry: Any, seq: int) -> tuple[str, dict[str, Any]] | None:

@@ -1,9 +1,9 @@
 """The record writer's synchronous flush (RecordWriter.flush_now -> InMemoryStorage.append_items_now)
 stores what the awaited flush (append_history of ``{"type": "item", "message": m}`` entries) stores.
 
-- ``history_append.item_text`` is the text prepare_append stores for the same entry, or None (then
-  the careful path decides): generated messages, and messages whose fields were reassigned to
-  values validation refuses.
+- ``history_append.snapshot_text(item_snapshot(m, ...))`` is the text prepare_append stores for
+  the same entry, or the snapshot is None (then the careful path decides): generated messages, and
+  messages whose fields were reassigned to values validation refuses.
 - ``append_items_now`` appends exactly the texts append_history would, all or nothing, and what
   it stored does not change when the caller later mutates the message.
 - A whole loop run records the same entries (apart from the times) with and without the
@@ -18,7 +18,7 @@ import warnings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from steerable_agent_runtime import InMemoryStorage, LLMMessage, RecordFormatError, resume_transcript
-from steerable_agent_runtime.history_append import _item_parts, item_snapshot, item_text, prepare_append, snapshot_text
+from steerable_agent_runtime.history_append import item_snapshot, prepare_append, snapshot_text
 from steerable_agent_runtime.llm import ScriptedProvider, ScriptedResponse
 from steerable_agent_runtime.loop import CoreLoop
 from steerable_agent_runtime.loop.record import RecordWriter
@@ -40,37 +40,33 @@ def _careful_data(message, seq, at=AT):
         return RecordFormatError
 
 
-def _check_text(message, seq):
+def _check_snapshot(message, seq):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pydantic warns when it serialises a reassigned field
-        text = item_text(message, seq, AT)
-        parts = _item_parts(message, seq, AT)
         snapshot = item_snapshot(message, seq, AT)
         careful = _careful_data(message, seq)
-    if text is not None:
-        assert text == careful
-    if snapshot is not None:  # a snapshot is written as the same text
-        assert text is not None and snapshot_text(snapshot) == text
+    if snapshot is not None:  # a snapshot is written as the text the careful path stores
+        assert snapshot_text(snapshot) == careful
         assert all(type(part) in (int, str, type(None)) for part in snapshot)  # immutable parts only
-    # the same decision as the returning fast path, and the same text
-    assert (parts is None) == (text is None)
-    if parts is not None:
-        assert parts[0] == text
+    return snapshot
 
 
 @settings(max_examples=300, deadline=None)
 @given(_messages(), st.integers(1, 2**63 - 1))
-def test_item_text_is_what_prepare_append_stores(message, seq):
-    _check_text(message, seq)
+def test_a_snapshot_is_written_as_prepare_append_stores_the_entry(message, seq):
+    snapshot = _check_snapshot(message, seq)
+    fields = message.__dict__
+    if type(fields["content"]) is not list and _careful_data(message, seq) is not RecordFormatError:
+        assert snapshot is not None  # every message with str or no content that the careful path takes
 
 
 @settings(max_examples=300, deadline=None)
 @given(_changed(), st.integers(1, 100))
-def test_item_text_of_a_changed_message_is_what_prepare_append_stores_or_nothing(message, seq):
-    _check_text(message, seq)
+def test_a_snapshot_of_a_changed_message_is_what_prepare_append_stores_or_nothing(message, seq):
+    _check_snapshot(message, seq)
 
 
-def test_item_text_takes_the_common_shapes():
+def test_the_loops_messages_all_have_snapshots():
     """The loop's messages all take the fast path (None would send them to the careful one)."""
     for message in (LLMMessage(role="user", content="hi"),
                     LLMMessage(role="assistant", content="checking", tool_calls=[
@@ -78,10 +74,9 @@ def test_item_text_takes_the_common_shapes():
                     LLMMessage(role="assistant", tool_calls=[{"id": "c1", "name": "f", "arguments": {"a": [1, None]}}]),
                     LLMMessage(role="tool", tool_call_id="c1", name="f", content='{"ok": true}'),
                     LLMMessage(role="assistant", content="")):
-        assert item_text(message, 3, AT) == _careful_data(message, 3)
         assert snapshot_text(item_snapshot(message, 3, AT)) == _careful_data(message, 3)
     parts = LLMMessage(role="user", content=[{"type": "text", "text": "hi"}])
-    assert item_snapshot(parts, 3, AT) is None and item_text(parts, 3, AT) == _careful_data(parts, 3)
+    assert item_snapshot(parts, 3, AT) is None  # content parts: the careful path
 
 
 _rounds = st.lists(st.lists(st.one_of(_messages(), _changed()), min_size=1, max_size=3), min_size=1, max_size=5)
@@ -152,7 +147,8 @@ def test_append_items_now_declines_what_it_cannot_write_and_appends_nothing():
     class Sub(LLMMessage):
         pass
 
-    for bad in (LLMMessage(role="user", content="a\ud800b"), Sub(role="user", content="hi"), {"role": "user"}):
+    for bad in (LLMMessage(role="user", content="a\ud800b"), Sub(role="user", content="hi"), {"role": "user"},
+                LLMMessage(role="user", content=[{"type": "text", "text": "hi"}])):
         assert storage.append_items_now("r", [good, bad]) is False
         assert "r" not in storage._history
     assert storage.append_items_now("r", [good]) is True

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from ..history import CHECKPOINT_TYPES, read_entry_text
-from ..history_append import ItemSnapshot, item_snapshot, item_text, loop_item, prepare_append, snapshot_text
+from ..history_append import ItemSnapshot, item_snapshot, loop_item, prepare_append, snapshot_text
 from ..models import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan, WireModel, utc_now
 
 M = TypeVar("M", bound=WireModel)
@@ -123,13 +123,13 @@ class InMemoryStorage:
         Stores what ``append_history(record_id, [{"type": "item", "message": m} for m in
         messages])`` stores (list_history reads the same entries), all stamped with one time,
         atomic: True when all were appended; False, appending nothing, when any message is not
-        exactly a sound LLMMessage whose text is valid (the caller then calls append_history,
-        which stores it or raises the usual error). A message with str or no content is kept as
-        its history_append.item_snapshot (immutable strs, the tool calls as text) and written
-        as text when read (snapshot_text: the same text, a property test holds it to
-        prepare_append's); any other as its item_text. Either way a later change to the message
-        does not reach the record. ``expect_seq``: append only when it is the record's next seq
-        (1: only to an empty record), else return False, appending nothing. The loop's record
+        exactly a sound LLMMessage with str or no content and valid Unicode text (the caller
+        then calls append_history, which stores it or raises the usual error). Each is kept as
+        its history_append.item_snapshot (immutable strs, the tool calls as text) and written as
+        text when read (snapshot_text: the text prepare_append stores, a property test holds
+        them equal), so a later change to the message does not reach the record.
+        ``expect_seq``: append only when it is the record's next seq (1: only to an empty
+        record), else return False, appending nothing. The loop's record
         writer calls it at its flush points and for a new record's first messages
         (loop/record.py): the loop never reads the returned entries, and a coroutine per flush
         is what InMemoryStorage would add.
@@ -141,8 +141,7 @@ class InMemoryStorage:
         at = utc_now()
         if len(messages) == 1:  # the common flush
             message = messages[0]
-            entry = item_snapshot(message, seq, at) or (item_text(message, seq, at)
-                                                        if type(message) is LLMMessage else None)
+            entry = item_snapshot(message, seq, at)
             if entry is None:
                 return False
             if log is None:
@@ -152,8 +151,7 @@ class InMemoryStorage:
             return True
         stored: list[str | ItemSnapshot] = []
         for message in messages:
-            entry = item_snapshot(message, seq, at) or (item_text(message, seq, at)
-                                                        if type(message) is LLMMessage else None)
+            entry = item_snapshot(message, seq, at)
             if entry is None:
                 return False
             stored.append(entry)
