@@ -238,3 +238,26 @@ def test_start_lines_up_new_and_existing_records_as_the_awaited_path_does():
     assert [e["type"] for e in fast["grow"][0]] == ["item"] * 3
     assert [e["type"] for e in fast["other"][0]] == ["item"] * 3 + ["seed"]
     assert [m.content for m in fast["other"][1]] == ["one"]
+
+
+class Observed(InMemoryStorage):
+    """A host's subclass that watches what is appended (a spy, a mirror, an audit log)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appended: list[dict] = []
+
+    async def append_history(self, record_id, entries, **kwargs):
+        entries = list(entries)
+        self.appended.extend(entries)
+        return await super().append_history(record_id, entries, **kwargs)
+
+
+def test_a_subclass_that_overrides_append_history_sees_every_append_of_the_loop():
+    script = [ScriptedResponse(text="looking", tool_calls=[{"id": "a", "name": "read_note", "arguments": {"name": "x"}}]),
+              ScriptedResponse(text="done")]
+    storage = Observed()
+    _turn(storage, script)
+    stored = run(storage.list_history("c1"))
+    assert len(stored) == 4  # the user, the reply calling the tool, its result, the answer
+    assert len(storage.appended) == len(stored)  # no flush went around the override

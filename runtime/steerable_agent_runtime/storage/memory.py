@@ -20,6 +20,15 @@ M = TypeVar("M", bound=WireModel)
 class InMemoryStorage:
     """A StorageAdapter that keeps everything in process memory. Not durable."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that overrides append_history (a host's spy, mirror or audit log) loses
+        :meth:`append_items_now` (set to None), unless it overrides that too: the loop's record
+        writer then awaits append_history at every flush, so no append goes around the override."""
+        super().__init_subclass__(**kwargs)
+        if (cls.append_history is not InMemoryStorage.append_history
+                and cls.append_items_now is InMemoryStorage.append_items_now):
+            cls.append_items_now = None  # type: ignore[assignment]
+
     def __init__(self) -> None:
         self._sessions: dict[str, str] = {}
         self._messages: dict[str, str] = {}
