@@ -7,16 +7,18 @@ same rows (record id, seq, v, type, at, canonical JSON text, checksum) and the s
 every input (a property test in tests/storage/test_sqlite_append.py holds them equal, errors
 included). It decides nothing it is not sure of: any other entry, or text that is not valid
 Unicode, makes it return None, and the caller takes the careful path, which raises the usual
-errors. What it saves against that path (measured in BENCHMARKS.md, "append, fourth pass"):
+errors. What it saves against that path (measured in BENCHMARKS.md, "The append path, fourth
+pass"):
 
 - each content string is escaped by pydantic's own JSON string serializer (the one
-  ``model_dump_json`` runs for the field, so the bytes are the careful path's by construction),
-  which also refuses a lone surrogate: no separate surrogate scan;
-- the UTF-8 bytes the checksum covers are encoded once (no surrogate scan, then a second
-  encode for the CRC), and the row tuple and the returned dict are built in the same pass (no
-  PreparedEntry per entry);
-- an entry's ``at`` is checked once per distinct string object (the entries of a batch usually
-  share one).
+  ``model_dump_json`` runs for the field, so the bytes are the careful path's by construction,
+  at about a third of the instructions of json's C encoder), which also refuses a lone
+  surrogate: no separate surrogate scan;
+- the row's UTF-8 bytes are joined once from constant parts (the role's and the timestamp's
+  parts made once, not per entry), the checksum is taken over those bytes and the text bound
+  for the insert is their decode: no second encode for the CRC, no PreparedEntry per entry;
+  the row tuple and the returned dict are built in the same pass;
+- an entry's ``at`` is checked once per distinct string object (a batch usually shares one).
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ _json_str = SchemaSerializer(core_schema.str_schema()).to_json
 raises on a lone surrogate."""
 
 _V = RECORD_FORMAT_VERSION
-_HEAD = f'{{"v":{_V},"type":"item","seq":'
+_HEAD = f'{{"v":{_V},"type":"item","seq":'.encode()
+_ROLE_PART = {role: f',"message":{{"role":"{role}","content":'.encode() for role in CHAT_ROLES}
+"""Each chat role's part of the text (a role is ASCII and needs no escaping)."""
+_NONE = object()
 
 
 def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> tuple[list[Row], list[dict[str, Any]]] | None:
@@ -46,42 +51,55 @@ def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> tuple[list[
     a dict with exactly ``type`` and ``message`` (``role``, str ``content``) and perhaps ``at``,
     or holds text that is not valid Unicode (the careful path decides those, and raises).
     Raises nothing of its own."""
-    crc32, dump, head = zlib.crc32, _json_str, _HEAD
-    start = crc32(identity_bytes((record_id,)))
+    crc32, dump, head, roles = zlib.crc32, _json_str, _HEAD, _ROLE_PART
+    start = crc32(identity_bytes((record_id,)))  # the record id's part of every row's checksum
     rows: list[Row] = []
     wires: list[dict[str, Any]] = []
     seq = next_seq
-    now: str | None = None
-    checked: Any = None  # the last at found in stored form (one string object; a batch shares one)
     digits, bound = len(str(seq)), 10 ** len(str(seq))  # seq's digit count, and the seq that adds one
-    for entry in entries:
-        # Only exact dicts and strs are looked at, so no test here can run a caller's code or raise.
-        if type(entry) is not dict:
-            return None
-        message, kind, at = entry.get("message"), entry.get("type"), entry.get("at")
-        if (type(message) is not dict or len(message) != 2 or type(kind) is not str or kind != "item"
-                or len(entry) != 2 + ("at" in entry)):
-            return None
-        if at is None or (type(at) is str and not at):  # prepare_append stamps ``entry.get("at") or now``
-            if now is None:
-                now = utc_now()
-            at = now
-        elif at is not checked:
-            if not is_stored_timestamp(at):  # False for anything but a str in stored form
+    start_seq = crc32(b"i%d:" % digits, start)  # ... and the seq's tag and length
+    now: str | None = None
+    last: Any = _NONE  # the last at taken (a str in stored form), whose text is at_part
+    at_part = b""
+    try:  # a missing key is a KeyError (only exact dicts are subscripted: no __missing__ runs)
+        for entry in entries:
+            # Only exact dicts and strs are looked at, so no test here runs a caller's code.
+            if type(entry) is not dict:
                 return None
-            checked = at
-        role, content = message.get("role"), message.get("content")
-        if type(role) is not str or role not in CHAT_ROLES or type(content) is not str:
-            return None
-        try:
-            text = dump(content).decode()
-        except Exception:  # noqa: BLE001 - a lone surrogate: the careful path raises the error
-            return None
-        if seq >= bound:
-            digits, bound = digits + 1, bound * 10
-        data = f'{head}{seq},"at":"{at}","message":{{"role":"{role}","content":{text}}}}}'
-        # role and at are ASCII, text valid Unicode: the strict encode is the careful path's bytes
-        rows.append((record_id, seq, _V, "item", at, data, crc32(data.encode(), crc32(b"i%d:%d" % (digits, seq), start))))
-        wires.append({"v": _V, "type": "item", "seq": seq, "at": at, "message": {"role": role, "content": content}})
-        seq += 1
+            message, kind, size = entry["message"], entry["type"], len(entry)
+            if type(message) is not dict or len(message) != 2 or type(kind) is not str or kind != "item":
+                return None
+            if size == 3:
+                at = entry["at"]
+            elif size == 2:
+                at = None
+            else:
+                return None
+            if at is not last:
+                if at is None or (type(at) is str and not at):  # prepare_append stamps ``at or now``
+                    if now is None:
+                        now = utc_now()
+                    at = now
+                elif not is_stored_timestamp(at):  # False for anything but a str in stored form
+                    return None
+                if at is not last:
+                    last, at_part = at, b',"at":"%s"' % at.encode()
+            role, content = message["role"], message["content"]
+            if type(role) is not str or type(content) is not str:
+                return None
+            role_part = roles.get(role)  # None: not one of CHAT_ROLES
+            if role_part is None:
+                return None
+            if seq >= bound:
+                digits, bound = digits + 1, bound * 10
+                start_seq = crc32(b"i%d:" % digits, start)
+            seq_text = b"%d" % seq
+            # pydantic's str serializer raises ValueError (PydanticSerializationError) on a lone
+            # surrogate; otherwise it gives valid UTF-8, so the bytes and the text are the careful path's
+            raw = b"".join((head, seq_text, at_part, role_part, dump(content), b"}}"))
+            rows.append((record_id, seq, _V, "item", at, raw.decode(), crc32(raw, crc32(seq_text, start_seq))))
+            wires.append({"v": _V, "type": "item", "seq": seq, "at": at, "message": {"role": role, "content": content}})
+            seq += 1
+    except (KeyError, ValueError):  # not the plain form, or text that is not valid Unicode
+        return None
     return rows, wires
