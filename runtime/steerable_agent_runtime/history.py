@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Protocol, Union
 from pydantic import Field, ValidationError
 
 from .errors import RecordFormatError
-from .models import CHAT_ROLES, LLMMessage, Timestamp, WireModel, is_stored_timestamp
+from .models import CHAT_ROLES, LLMMessage, Timestamp, WireModel, is_one_of, is_stored_timestamp
 
 RECORD_FORMAT_VERSION = 2
 """The newest record version this build reads and the version it writes."""
@@ -120,7 +120,7 @@ def upgrade_entry_dict(entry: Any, *, record_id: str | None = None) -> dict[str,
     upgraded = dict(entry)
     while entry_version(upgraded) < RECORD_FORMAT_VERSION:
         upgraded = UPGRADES[entry_version(upgraded)](upgraded)
-    if upgraded.get("type") not in _MODEL_BY_TYPE:
+    if not is_one_of(upgraded.get("type"), _MODEL_BY_TYPE):
         raise _unknown_type(upgraded, record_id, version)
     return upgraded
 
@@ -139,7 +139,8 @@ def validate_current(entry: dict[str, Any], record_id: str | None, version: Any)
     """Validate an entry already in the current version (``version``: what it was on disk, for
     the message); the entry's model. Raises RecordFormatError for an unknown type or a shape that
     does not parse (history_append.prepare_append validates what it cannot write itself with it)."""
-    model = _MODEL_BY_TYPE.get(entry.get("type"))  # type: ignore[arg-type]
+    kind = entry.get("type")
+    model = _MODEL_BY_TYPE.get(kind) if type(kind) is str else None
     if model is None:
         raise _unknown_type(entry, record_id, version)
     try:
@@ -200,7 +201,7 @@ def is_plain_item(entry: Any) -> bool:
     v, msg, at = entry.get("v"), entry.get("message"), entry.get("at")
     return (type(v) is int and v == RECORD_FORMAT_VERSION and entry.get("type") == "item"
             and type(entry.get("seq")) is int and type(msg) is dict and len(msg) == 2
-            and msg.get("role") in CHAT_ROLES and type(msg.get("content")) is str and is_stored_timestamp(at))
+            and type(role := msg.get("role")) is str and role in CHAT_ROLES and type(msg.get("content")) is str and is_stored_timestamp(at))
 
 
 def transcript_from(entries: list[dict[str, Any]], *, record_id: str | None = None) -> list[LLMMessage]:

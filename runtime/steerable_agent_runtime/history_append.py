@@ -76,7 +76,7 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
             elif (type(message) is dict and len(message) == 2 and len(entry) == 2 + ("at" in entry)
                   and entry.get("type") == "item"):
                 at, role, content = entry.get("at") or now, message.get("role"), message.get("content")
-                if role in CHAT_ROLES and type(content) is str and (at is now or is_stored_timestamp(at)):
+                if type(role) is str and role in CHAT_ROLES and type(content) is str and (at is now or is_stored_timestamp(at)):
                     prepared.append(_plain_entry(record_id, seq, at, role, content))
                     seq += 1
                     continue
@@ -110,7 +110,7 @@ def prepare_append(record_id: str, entries: Iterable[Mapping[str, Any]], next_se
         if (type(entry) is dict and type(msg) is dict and len(msg) == 2 and entry.get("type") == "item"
                 and len(entry) == 2 + ("v" in entry) + ("seq" in entry) + ("at" in entry)):
             at, role, content = entry.get("at") or now, msg.get("role"), msg.get("content")
-            plain = role in CHAT_ROLES and type(content) is str and is_stored_timestamp(at)
+            plain = type(role) is str and role in CHAT_ROLES and type(content) is str and is_stored_timestamp(at)
         else:
             plain = False
         if plain:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Container
 from datetime import date, datetime, timezone
 from functools import lru_cache
 from typing import Annotated, Any, Literal, get_args
@@ -209,6 +210,15 @@ class ChatMessage(WireModel):
 
 
 CHAT_ROLES = frozenset(get_args(ChatRole))
+
+
+def is_one_of(value: Any, allowed: Container[Any]) -> bool:
+    """``value in allowed`` for a value decoded from JSON: False, not TypeError, when it is a
+    list or an object (unhashable; a set or dict of allowed values cannot hold it)."""
+    try:
+        return value in allowed
+    except TypeError:
+        return False
 
 
 def is_plain_message(obj: Any) -> bool:

@@ -105,7 +105,7 @@ def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick, whe
                 and obj.get("type") == "item" and obj.get("seq") == seq and obj.get("at") == at_col
                 and type(seq) is int and type(at_col) is str):
             msg = obj.get("message")
-            if type(msg) is dict and msg.get("role") in roles:
+            if type(msg) is dict and type(role := msg.get("role")) is str and role in roles:
                 content = msg.get("content")
                 if content is None or type(content) is str or type(content) is list:
                     plain += 1
@@ -129,6 +129,10 @@ def _check_entry(obj: Any, row: tuple[Any, ...], log: FindingLog, stats: RecordS
                 **where)
     stats.note(record_id, v, seq)
     if v > RECORD_FORMAT_VERSION:
+        return
+    if type(obj.get("type")) is not str:  # no build writes such a type: damage, not a newer entry
+        log.add("row-invalid", f"history record {record_id!r} seq {seq}: entry type {obj.get('type')!r} is not"
+                " text", **where)
         return
     if obj.get("type") not in ENTRY_TYPES:
         log.add("record-unknown-type", f"history record {record_id!r} seq {seq}: unknown entry type"

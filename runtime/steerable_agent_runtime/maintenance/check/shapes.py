@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, get_args
 
 from ...history import CompactionBoundary
-from ...models import CHAT_ROLES, TraceOutcome
+from ...models import CHAT_ROLES, TraceOutcome, is_one_of
 
 ROLES = CHAT_ROLES
 TRIGGERS = frozenset(get_args(CompactionBoundary.model_fields["trigger"].annotation))
@@ -43,7 +43,7 @@ def session_shape(obj: dict[str, Any]) -> str | None:
 def message_shape(obj: dict[str, Any]) -> str | None:
     """ChatMessage: id, chatId, content, createdAt strings; a known role."""
     problem = _strings(obj, ("id", "chatId", "content", "createdAt"))
-    if problem is None and obj.get("role") not in ROLES:
+    if problem is None and not is_one_of(obj.get("role"), ROLES):
         return f"role {obj.get('role')!r} is not one of {sorted(ROLES)}"
     return problem
 
@@ -51,7 +51,7 @@ def message_shape(obj: dict[str, Any]) -> str | None:
 def trace_shape(obj: dict[str, Any]) -> str | None:
     """HarnessTrace: ids and startedAt strings; a known outcome when present."""
     problem = _strings(obj, ("traceId", "sessionId", "chatId", "userId", "startedAt"))
-    if problem is None and obj.get("outcome") not in OUTCOMES:
+    if problem is None and not is_one_of(obj.get("outcome"), OUTCOMES):
         return f"outcome {obj.get('outcome')!r} is not a trace outcome"
     return problem
 
@@ -70,7 +70,7 @@ def llm_message_problem(msg: Any) -> str | None:
     """LLMMessage: an object with a known role and text, part-list or null content."""
     if type(msg) is not dict:
         return "message is not an object"
-    if msg.get("role") not in ROLES:
+    if not is_one_of(msg.get("role"), ROLES):
         return f"message role {msg.get('role')!r} is not one of {sorted(ROLES)}"
     content = msg.get("content")
     if content is not None and type(content) is not str and type(content) is not list:
@@ -97,7 +97,7 @@ def entry_shape(obj: dict[str, Any]) -> str | None:
         return llm_message_problem(obj.get("message"))
     if kind == "seed":
         return _messages_problem(obj.get("messages"), "messages")
-    if obj.get("trigger") not in TRIGGERS:
+    if not is_one_of(obj.get("trigger"), TRIGGERS):
         return f"trigger {obj.get('trigger')!r} is not one of {sorted(TRIGGERS)}"
     if type(obj.get("preTokens")) is not int or type(obj.get("postTokens")) is not int:
         return "preTokens or postTokens missing or not an integer"
