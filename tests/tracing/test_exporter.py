@@ -200,10 +200,11 @@ def test_retries_stop_at_the_deadline(collector):
     assert time.monotonic() - started < 5.0  # deadline 0.15 s: it stops (a loose bound: shared machine)
     attempts, received = caught.value.extra["attempts"], len(collector.requests)
     assert attempts >= 2 and "gave up" in str(caught.value)
-    if received == attempts:
-        assert "HTTP 503: overloaded" in str(caught.value)
-    else:  # on a loaded machine the last attempt's timeout (what was left of the deadline) ran out first
-        assert received == attempts - 1 and "connection failed" in str(caught.value)
+    if "HTTP 503: overloaded" in str(caught.value):
+        assert received == attempts
+    else:  # on a loaded machine the last attempt's timeout (what was left of the deadline) ran out
+        # first: before its request reached the collector, or after, while waiting for the answer
+        assert received in (attempts - 1, attempts) and "connection failed" in str(caught.value)
 
 
 def test_a_retry_after_beyond_the_deadline_gives_up_without_waiting(collector):
