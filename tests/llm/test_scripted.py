@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import pytest
 from steerable_agent_runtime.llm import (
     LLMError,
@@ -11,6 +14,7 @@ from steerable_agent_runtime.llm import (
     ScriptedResponse,
     collect,
 )
+from steerable_agent_runtime.llm.cancel import CancelSignal, StreamCancelled
 from steerable_agent_runtime.models import LLMMessage, ToolCall
 
 from tests.helpers import run
@@ -69,3 +73,40 @@ def test_complete_and_exhausted_script():
     with pytest.raises(LLMError, match="script has 1 responses") as info:
         run(provider.complete(USER))
     assert info.value.kind == "invalid_request"
+
+
+def test_a_cancel_ends_a_long_delay_from_another_thread():
+    """The CancelSignal promise of the HTTP providers (llm/cancel.py) holds for the replay too:
+    a signal set while the replay sleeps ends the sleep and the stream raises StreamCancelled.
+    The delay is an hour and the wait is bounded at 60 s: only the signal can end it in time."""
+    signal = CancelSignal()
+    provider = ScriptedProvider([ScriptedResponse(text="abcdef", chunk_chars=2, delay_s=3600)])
+
+    async def scenario():
+        got = []
+        threading.Timer(0.05, signal.set).start()
+        with pytest.raises(StreamCancelled):
+            async for chunk in provider.stream(USER, cancel=signal):
+                got.append(chunk)
+        return got
+
+    assert run(asyncio.wait_for(scenario(), 60)) == []
+
+
+def test_a_cancel_set_while_the_caller_holds_a_chunk_stops_the_next_one():
+    signal = CancelSignal()
+    provider = ScriptedProvider([ScriptedResponse(text="abcdef", chunk_chars=2)])
+
+    async def scenario():
+        got = []
+        with pytest.raises(StreamCancelled):
+            async for chunk in provider.stream(USER, cancel=signal):
+                got.append(chunk.content_delta)
+                signal.set()
+        return got
+
+    assert run(scenario()) == ["ab"]
+    already = CancelSignal()
+    already.set()
+    with pytest.raises(StreamCancelled):
+        run(_chunks(ScriptedProvider(["hello"]), cancel=already))

@@ -23,9 +23,9 @@ class RecordCheckingProvider(ScriptedProvider):
         self.record_id = record_id
         self.snapshots: list[list[Any]] = []
 
-    async def _replay(self, index, messages):
+    async def _replay(self, index, messages, cancel):
         self.snapshots.append(await resume_transcript(self.storage, self.record_id))
-        async for chunk in super()._replay(index, messages):
+        async for chunk in super()._replay(index, messages, cancel):
             yield chunk
 
 

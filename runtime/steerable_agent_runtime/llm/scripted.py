@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models import LLMMessage, ToolCall
+from .cancel import CancelSignal, StreamCancelled
 from .errors import LLMError
 from .types import CompleteMixin, FinishReason, LLMStreamChunk, LLMUsage
 
@@ -30,7 +31,10 @@ class ScriptedResponse:
     absent). ``usage`` defaults to a rough estimate (4 characters a token) so hooks that read
     prompt tokens see plausible numbers. ``finish_reason`` defaults to ``tool_calls`` when
     there are calls, else ``stop``. ``delay_s`` sleeps before every chunk (a slow model; also
-    lets a cancel land mid-stream).
+    lets a cancel land mid-stream). With a ``cancel=`` :class:`.cancel.CancelSignal`, the replay
+    keeps the HTTP providers' promise: ``set()`` ends a sleep at once and the stream raises
+    StreamCancelled instead of yielding its next chunk (a signal set before the stream starts:
+    nothing is yielded).
     """
 
     text: str = ""
@@ -80,6 +84,29 @@ def _estimate_usage(messages: Sequence[LLMMessage], response: ScriptedResponse) 
     return LLMUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 
+async def _sleep(seconds: float, cancel: CancelSignal | None) -> None:
+    """Sleep ``seconds``, or less: until ``cancel`` is set (from any thread)."""
+    if cancel is None:
+        await asyncio.sleep(seconds)
+        return
+    loop = asyncio.get_running_loop()
+    woken: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        try:
+            loop.call_soon_threadsafe(lambda: woken.done() or woken.set_result(None))
+        except RuntimeError:  # the event loop is closed: nobody waits any more
+            pass
+
+    if not cancel.watch(wake):
+        return  # set already
+    try:
+        await asyncio.wait([woken], timeout=seconds)
+    finally:
+        cancel.unwatch(wake)
+        woken.cancel()
+
+
 class ScriptedProvider(CompleteMixin):
     """Replays ``responses`` in order, one per ``stream`` call (a str is a text-only response)."""
 
@@ -104,9 +131,11 @@ class ScriptedProvider(CompleteMixin):
         kept = [m.model_copy(deep=True) for m in messages] if self.record_messages else []
         self.requests.append(ScriptedRequest(kept,
                                              None if tools is None else list(tools), temperature, dict(options)))
-        return self._replay(index, messages)
+        cancel = options.get("cancel")
+        return self._replay(index, messages, cancel if isinstance(cancel, CancelSignal) else None)
 
-    async def _replay(self, index: int, messages: Sequence[LLMMessage]) -> AsyncIterator[LLMStreamChunk]:
+    async def _replay(self, index: int, messages: Sequence[LLMMessage],
+                      cancel: CancelSignal | None) -> AsyncIterator[LLMStreamChunk]:
         if index >= len(self.responses):
             raise LLMError(f"scripted provider: the script has {len(self.responses)} responses and request"
                            f" {index + 1} asked for another", kind="invalid_request", provider=self.name,
@@ -118,7 +147,9 @@ class ScriptedProvider(CompleteMixin):
             if response.error is not None and sent >= response.error_after_chunks:
                 raise response.error
             if response.delay_s:
-                await asyncio.sleep(response.delay_s)
+                await _sleep(response.delay_s, cancel)
+            if cancel is not None and cancel.is_set:
+                raise StreamCancelled("the stream was cancelled")
             yield chunk
         if response.error is not None:  # fewer chunks than error_after_chunks: still a broken stream
             raise response.error
