@@ -27,7 +27,7 @@ from .anthropic_stream import PROVIDER, AnthropicStreamParser
 from .anthropic_wire import build_body
 from .classify import classify_error_body, stream_cut_error
 from .errors import ProviderConfigError
-from .http import ClientCache, require_model, stream_sse, validate_base_url
+from .http import ClientCache, finish_body, require_model, stream_sse, validate_base_url
 from .stream_json import decode_event
 from .types import CompleteMixin, LLMStreamChunk
 
@@ -125,6 +125,7 @@ class AnthropicProvider(CompleteMixin):
                 for chunk in parser.feed(decode_event(message.data, url=self.url, provider=PROVIDER, secrets=secrets)):
                     yield chunk
                 if parser.done:
+                    await finish_body(events)  # the connection goes back to the pool
                     break
         if not parser.done:
             raise stream_cut_error(url=self.url, provider=PROVIDER, expected="message_stop")

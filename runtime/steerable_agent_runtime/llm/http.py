@@ -231,6 +231,29 @@ async def stream_sse_batches(
             watch.close()
 
 
+#: how long to wait, after a stream's terminal event, for the end of the response body
+DRAIN_S = 1.0
+
+
+async def finish_body(rest: AsyncIterator[Any], grace_s: float = DRAIN_S) -> None:
+    """Read a response to its end after the terminal event (``[DONE]``, ``message_stop``,
+    ``response.completed``), for at most ``grace_s`` seconds; ``rest`` is the stream's iterator.
+
+    The end of the body normally arrives with the terminal event; reading it lets httpx put the
+    connection back in its pool (the next round's request skips a TCP and TLS handshake)
+    instead of closing it. What follows is ignored; a server that keeps the body open, or
+    drops the connection now, only costs the connection. A cancel set now ends the wait.
+    """
+    import asyncio  # a running loop means asyncio is loaded: free here, not at module import
+
+    try:
+        async with asyncio.timeout(grace_s):
+            async for _ in rest:
+                pass
+    except (TimeoutError, LLMError, StreamCancelled):
+        pass
+
+
 def _json_instead_of_stream(raw: bytes, *, url: str, provider: str, secrets: tuple[str | None, ...]) -> LLMError:
     text = raw.decode("utf-8", "replace")
     try:

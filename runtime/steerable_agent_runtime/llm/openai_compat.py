@@ -36,10 +36,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from .cancel import StreamCancelled
 from .classify import classify_error_body, malformed_data_error, stream_cut_error
 from .errors import LLMError, ProviderConfigError
-from .http import ClientCache, require_model, stream_sse_batches, validate_base_url
+from .http import ClientCache, finish_body, require_model, stream_sse_batches, validate_base_url
 from .openai_compat_template import ChunkTemplate, learn
 from .parts import ImagePart, parse_parts, text_of
 from .sse import SSEDecoder
@@ -290,28 +289,6 @@ class _ChatStream:
 
         return ToolCall(id=call_id or f"call_{index}", name=name,
                         arguments=parse_arguments("".join(fragments), name, self.provider))
-
-
-#: how long to wait, after ``[DONE]``, for the end of the response body
-DRAIN_S = 1.0
-
-
-async def finish_body(batches: AsyncIterator[Any], grace_s: float = DRAIN_S) -> None:
-    """Read the response to its end after the terminal event, for at most ``grace_s`` seconds.
-
-    The end of the body normally arrives with ``[DONE]``; reading it lets httpx put the
-    connection back in its pool (the next round's request skips a TCP and TLS handshake)
-    instead of closing it. What follows is ignored, as before; a server that keeps the body
-    open, or drops the connection now, only costs the connection.
-    """
-    import asyncio  # a running loop means asyncio is loaded: free here, not at module import
-
-    try:
-        async with asyncio.timeout(grace_s):
-            async for _ in batches:
-                pass
-    except (TimeoutError, LLMError, StreamCancelled):
-        pass
 
 
 def json_loader() -> Callable[[str], Any]:

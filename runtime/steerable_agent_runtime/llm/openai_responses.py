@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .classify import classify_error_body, malformed_data_error, stream_cut_error
 from .errors import ProviderConfigError
-from .http import stream_sse
+from .http import finish_body, stream_sse
 from .openai_compat import BearerEndpoint, parse_arguments, wire_tool_choice
 from .openai_reasoning import BEFORE_TEXT, INCLUDE, ReasoningKeep, is_reasoning_model
 from .parts import ImagePart, parse_parts, text_of
@@ -97,6 +97,7 @@ class OpenAIResponsesProvider(BearerEndpoint):
                 if chunk is not None:
                     yield chunk
                 if state.terminal is not None:
+                    await finish_body(events)  # the connection goes back to the pool
                     break
         chunks = state.end()
         if self.keep_reasoning:  # before the last chunks: a caller may stop reading after them
