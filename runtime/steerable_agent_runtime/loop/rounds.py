@@ -26,6 +26,7 @@ from ..models import AgentSession, LLMMessage, ToolCall
 from ..tools import ToolResult
 from .events import LoopEvent
 from .hooks import LoopContext
+from .messages import tool_message
 from .record import RecordWriter
 from .request import (SinkCancel, close_stream, deltas, error_data, provider_sink, response_data, span_attrs,
                       span_start)
@@ -208,9 +209,8 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                                                                         "arguments": call.arguments})
                                 for event in await batch.run_group(group, ctx, run, results):
                                     yield event
-                        for call, result in results:  # toolbatch.tool_message, inline
-                            transcript.append(LLMMessage(role="tool", tool_call_id=call.id, name=call.name,
-                                                         content=result.to_content()))
+                        for call, result in results:
+                            transcript.append(tool_message(call.id, call.name, result.to_content()))
                         if recording and not writer.flush_now(transcript):
                             await writer.flush(transcript)
                         yield LoopEvent("stage_complete", {"round": rnd, "usage": t.round_usage.to_wire()})

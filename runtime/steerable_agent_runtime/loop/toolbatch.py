@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import HookError
-from ..models import LLMMessage, ToolCall
+from ..models import ToolCall
 from ..tooloutcome import handler_failed, tool_failure
 from ..tools import CONSENT_MODES, ToolConsentError, ToolResult
 from .config import LoopConfig
@@ -80,11 +80,6 @@ def dedup_key(call: ToolCall) -> Hashable:
 def start_event(call: ToolCall) -> LoopEvent:
     """The ``tool_call_start`` event of ``call``."""
     return LoopEvent("tool_call_start", {"id": call.id, "name": call.name, "arguments": call.arguments})
-
-
-def tool_message(call: ToolCall, result: ToolResult) -> LLMMessage:
-    """The transcript message carrying ``result`` for ``call``."""
-    return LLMMessage(role="tool", tool_call_id=call.id, name=call.name, content=result.to_content())
 
 
 class ToolBatch:

@@ -22,6 +22,7 @@ from ..models import AgentSession, LLMMessage, ToolCall, utc_now
 from .events import CompletionStatus, LoopEvent
 from .hookcalls import as_messages, call_hook
 from .hooks import LoopContext, LoopHooks, PreStepAction, RetryAction, RewriteRequest, overrides
+from .messages import assistant_message, wire_call
 from .record import RecordWriter, repair_dangling
 from .toolbatch import ToolBatch
 from .unicode import clean_message
@@ -194,15 +195,15 @@ class Turn:
         if calls:
             if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
                 calls[:] = unique_ids(calls)
-            wire_calls = [calls[0].to_wire()] if len(calls) == 1 else [c.to_wire() for c in calls]
-            reply = LLMMessage(role="assistant", content="".join(text) if text else None, tool_calls=wire_calls)
+            wire_calls = [wire_call(calls[0])] if len(calls) == 1 else [wire_call(c) for c in calls]
+            reply = assistant_message("".join(text) if text else None, wire_calls)
         elif text:
-            reply = LLMMessage(role="assistant", content="".join(text))
+            reply = assistant_message("".join(text))
         elif cancelled:  # nothing streamed before the cancel: no reply
             self.reply = None
             return
         else:  # nothing streamed: an empty reply
-            reply = LLMMessage(role="assistant", content="")
+            reply = assistant_message("")
         self.reply = reply
         self.transcript.append(reply)
 

@@ -1,0 +1,100 @@
+"""The loop's own transcript messages, built without validating again what the loop just checked.
+
+Every round the loop builds an assistant message (the reply's text and its calls' wire dicts)
+and a tool message per call (the call's id and name, the result's content). Validating them
+through ``LLMMessage(...)`` re-checks values whose types the loop has in hand; here each value's
+exact type is checked (a few identity tests) and the message is put together as pydantic's
+validator puts it together (``model_construct``'s steps, without its Python-level loop over the
+fields). Guarantees (tests/loop/test_messages.py holds each form to the validating constructor):
+
+- :func:`assistant_message` and :func:`tool_message` return what ``LLMMessage(role=..., ...)``
+  returns for the same keyword arguments: equal ``__dict__`` (the fields in the model's order),
+  the same ``model_fields_set``, no extras, no private state; so equality, ``to_wire()``,
+  ``model_dump_json()``, copies and the record are those of the validated message;
+- a value of any other type (a str subclass, an id that is not a str, a call dict with a key
+  that is not a str) goes to the validating constructor, which converts it or raises exactly as
+  before;
+- :func:`wire_call` is ``call.to_wire()`` (a fresh dict; its arguments a fresh dict) for an exact
+  ToolCall whose arguments are flat (ASCII keys, each value an exact str, int, bool or None: what
+  JSON mode keeps as it is; it rewrites a key's lone surrogate); anything else is
+  ``call.to_wire()`` itself.
+
+If LLMMessage ever gets private attributes, a post-init hook or extras (what these steps do not
+reproduce), :data:`CONSTRUCTIBLE` is False and every message is validated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..models import LLMMessage, ToolCall
+
+_new = object.__new__
+_set = object.__setattr__
+
+CONSTRUCTIBLE: bool = (not LLMMessage.__private_attributes__ and not LLMMessage.__pydantic_post_init__
+                       and not LLMMessage.__pydantic_root_model__
+                       and list(LLMMessage.model_fields) == ["role", "content", "tool_calls", "tool_call_id", "name"])
+"""Whether LLMMessage is a plain model these steps build exactly (checked once, at import)."""
+
+_TOOL_SET = frozenset(("role", "tool_call_id", "name", "content"))
+_CALLING_SET = frozenset(("role", "content", "tool_calls"))
+_TEXT_SET = frozenset(("role", "content"))
+_FLAT = frozenset((str, int, bool, type(None)))
+
+
+def _built(fields: dict[str, Any], fields_set: frozenset[str]) -> LLMMessage:
+    message = _new(LLMMessage)
+    _set(message, "__dict__", fields)
+    _set(message, "__pydantic_fields_set__", set(fields_set))
+    _set(message, "__pydantic_extra__", None)
+    _set(message, "__pydantic_private__", None)
+    return message
+
+
+def tool_message(tool_call_id: Any, name: Any, content: Any) -> LLMMessage:
+    """``LLMMessage(role="tool", tool_call_id=tool_call_id, name=name, content=content)``."""
+    if CONSTRUCTIBLE and type(tool_call_id) is str and type(name) is str and type(content) is str:
+        return _built({"role": "tool", "content": content, "tool_calls": None, "tool_call_id": tool_call_id,
+                       "name": name}, _TOOL_SET)
+    return LLMMessage(role="tool", tool_call_id=tool_call_id, name=name, content=content)
+
+
+def assistant_message(content: Any, tool_calls: Any = None) -> LLMMessage:
+    """``LLMMessage(role="assistant", content=content, tool_calls=tool_calls)``, or without
+    ``tool_calls`` (None: not passed) ``LLMMessage(role="assistant", content=content)``."""
+    if CONSTRUCTIBLE and (content is None or type(content) is str):
+        if tool_calls is None:
+            return _built({"role": "assistant", "content": content, "tool_calls": None, "tool_call_id": None,
+                           "name": None}, _TEXT_SET)
+        if type(tool_calls) is list and _str_keyed_dicts(tool_calls):
+            return _built({"role": "assistant", "content": content, "tool_calls": tool_calls, "tool_call_id": None,
+                           "name": None}, _CALLING_SET)
+        return LLMMessage(role="assistant", content=content, tool_calls=tool_calls)
+    if tool_calls is None:
+        return LLMMessage(role="assistant", content=content)
+    return LLMMessage(role="assistant", content=content, tool_calls=tool_calls)
+
+
+def _str_keyed_dicts(values: list[Any]) -> bool:
+    for value in values:
+        if type(value) is not dict:
+            return False
+        for key in value:
+            if type(key) is not str:
+                return False
+    return True
+
+
+def wire_call(call: Any) -> dict[str, Any]:
+    """``call.to_wire()`` (see the module docstring)."""
+    if type(call) is ToolCall:
+        fields = call.__dict__
+        call_id, name, arguments = fields.get("id"), fields.get("name"), fields.get("arguments")
+        if type(call_id) is str and type(name) is str and type(arguments) is dict:
+            for key, value in arguments.items():
+                if type(key) is not str or not key.isascii() or type(value) not in _FLAT:
+                    break
+            else:
+                return {"id": call_id, "name": name, "arguments": dict(arguments)}
+    return call.to_wire()
