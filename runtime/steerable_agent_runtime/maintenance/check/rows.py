@@ -96,7 +96,7 @@ def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick, whe
                     " their CRC-32", table="history", record_id=record_id, seq=seq)
             continue
         try:
-            obj = loads(data, cache_strings=False)
+            obj = loads(data, cache_strings="keys")
         except ValueError as exc:
             log.add("row-json-invalid", f"history record {record_id!r} seq {seq}: data is not JSON ({exc})",
                     table="history", record_id=record_id, seq=seq)
@@ -157,39 +157,89 @@ def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where
 
     Each column is fetched once (the key, the indexed columns and the identity overlap:
     ``messages`` reads id, chat_id, created_at, data, crc), and a row is rebuilt in the
-    (key, indexed columns..., data, crc) order of the findings only when it has a problem."""
-    pairs = [(c, f) for c, f in spec.columns.items() if f]
-    names, key = [f for _, f in pairs], spec.key[0]
-    identity = IDENTITY[spec.name]
-    selected = list(dict.fromkeys([key, *(c for c, _ in pairs), *identity]))
-    at = {c: i + 2 for i, c in enumerate(selected)}  # after data and crc
-    sql = f"SELECT CAST(data AS BLOB), crc, {', '.join(selected)} FROM {spec.name} {where}"
-    shape, loads, n, ok = SHAPES[spec.name], from_json, 0, _checker(conn, spec.name)
-    key_at, columns_at = at[key], [at[c] for c, _ in pairs]
-    get_columns, single = _columns_of(columns_at), len(identity) == 1
-    first_at, second_at = at[identity[0]], at[identity[-1]]  # IDENTITY has one or two columns
+    (key, indexed columns..., data, crc) order of the findings only when it has a problem.
+    ``messages`` (as many rows as history) takes :func:`_scan_messages`' loop, with the same
+    findings."""
+    row = _EntityRow(spec, log, _checker(conn, spec.name))
+    sql = f"SELECT CAST(data AS BLOB), crc, {', '.join(row.selected)} FROM {spec.name} {where}"
+    if row.messages_loop:
+        return _scan_messages(conn.execute(sql), row, tick)
+    check, n = row.check, 0
     for whole in conn.execute(sql):
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
-        if not (ok(whole[first_at], whole[0], whole[1]) if single
-                else ok(whole[first_at], whole[second_at], whole[0], whole[1])):
-            log.add("row-checksum-mismatch", f"{spec.name} {whole[key_at]!r}: data bytes do not match their CRC-32",
-                    table=spec.name, key=str(whole[key_at]))
-            continue
-        try:
-            obj = loads(whole[0], cache_strings=False)
-        except ValueError as exc:
-            log.add("row-json-invalid", f"{spec.name} {whole[key_at]!r}: data is not JSON ({exc})",
-                    table=spec.name, key=str(whole[key_at]))
-            continue
-        problem = shape(obj) if type(obj) is dict else "data is not a JSON object"
-        if problem is not None:
-            log.add("row-invalid", f"{spec.name} {whole[key_at]!r}: {problem}", table=spec.name,
-                    key=str(whole[key_at]))
-        elif tuple(map(obj.get, names)) != get_columns(whole):
-            _column_finding(spec.name, (whole[key_at], *get_columns(whole)), pairs, obj, log)
+        check(whole)
     return n
+
+
+_MESSAGE_COLUMNS = {"id": "id", "chat_id": "chatId", "created_at": "createdAt"}
+"""The messages columns _scan_messages is written for (its identity is ``id`` alone); a spec
+that differs takes the general loop."""
+
+
+def _scan_messages(cursor: Any, row: "_EntityRow", tick: Tick) -> int:
+    """messages' rows ``(data, crc, id, chat_id, created_at)``: the usual row (checksum right,
+    a JSON object whose id, chatId and createdAt equal the columns, all text, its content text
+    and its role a chat role) is passed inline; any other row goes through the general
+    per-row check (:class:`_EntityRow`), so the findings are the general loop's."""
+    ok, loads, roles, check, n = row.ok, from_json, ROLES, row.check, 0
+    for whole in cursor:
+        data, crc, key, chat_id, created_at = whole
+        n += 1
+        if not n & _TICK_EVERY:
+            tick(n)
+        if type(data) is bytes and type(key) is str and ok(key, data, crc):
+            try:
+                obj = loads(data, cache_strings="keys")
+            except ValueError:
+                obj = None
+            if (type(obj) is dict and obj.get("id") == key and obj.get("chatId") == chat_id
+                    and obj.get("createdAt") == created_at and type(chat_id) is str and type(created_at) is str
+                    and type(obj.get("content")) is str and type(role := obj.get("role")) is str and role in roles):
+                continue
+        check(whole)
+    return n
+
+
+class _EntityRow:
+    """The general per-row check of a non-history table: checksum, JSON, shape, indexed columns."""
+
+    def __init__(self, spec: TableSpec, log: FindingLog, ok: Callable[..., bool]) -> None:
+        pairs = [(c, f) for c, f in spec.columns.items() if f]
+        identity, key = IDENTITY[spec.name], spec.key[0]
+        self.selected = list(dict.fromkeys([key, *(c for c, _ in pairs), *identity]))
+        """The columns fetched after ``CAST(data AS BLOB), crc``, each once."""
+        at = {c: i + 2 for i, c in enumerate(self.selected)}  # after data and crc
+        self.ok, self.log, self.pairs, self.table = ok, log, pairs, spec.name
+        self.names = [f for _, f in pairs]
+        self.key_at, self.shape = at[key], SHAPES[spec.name]
+        self.get_columns = _columns_of([at[c] for c, _ in pairs])
+        self.single = len(identity) == 1
+        self.first_at, self.second_at = at[identity[0]], at[identity[-1]]  # IDENTITY has one or two columns
+        self.messages_loop = (spec.name == "messages" and self.selected == list(_MESSAGE_COLUMNS)
+                              and self.names == list(_MESSAGE_COLUMNS.values()))
+        """Whether _scan_messages' loop fits this table's rows."""
+
+    def check(self, whole: tuple[Any, ...]) -> None:
+        """Add the findings of one fetched row ``(data, crc, *selected)``."""
+        table, log, key_at = self.table, self.log, self.key_at
+        if not (self.ok(whole[self.first_at], whole[0], whole[1]) if self.single
+                else self.ok(whole[self.first_at], whole[self.second_at], whole[0], whole[1])):
+            log.add("row-checksum-mismatch", f"{table} {whole[key_at]!r}: data bytes do not match their CRC-32",
+                    table=table, key=str(whole[key_at]))
+            return
+        try:
+            obj = from_json(whole[0], cache_strings="keys")
+        except ValueError as exc:
+            log.add("row-json-invalid", f"{table} {whole[key_at]!r}: data is not JSON ({exc})",
+                    table=table, key=str(whole[key_at]))
+            return
+        problem = self.shape(obj) if type(obj) is dict else "data is not a JSON object"
+        if problem is not None:
+            log.add("row-invalid", f"{table} {whole[key_at]!r}: {problem}", table=table, key=str(whole[key_at]))
+        elif tuple(map(obj.get, self.names)) != self.get_columns(whole):
+            _column_finding(table, (whole[key_at], *self.get_columns(whole)), self.pairs, obj, log)
 
 
 def _columns_of(indices: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
