@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 from click.testing import CliRunner
 from steerable_agent_runtime import SqliteStorage, resume_transcript
@@ -20,6 +21,7 @@ from steerable_agent_runtime.compaction import (
 from steerable_agent_runtime.context import DiscoveredNotesState
 from steerable_agent_runtime.history import transcript_from
 from steerable_agent_runtime.llm import LLMError, ScriptedProvider, ScriptedResponse
+from steerable_agent_runtime.llm.cancel import CancelSignal
 from steerable_agent_runtime.loop import (
     ChainHooks,
     CoreLoop,
@@ -151,6 +153,39 @@ def test_request_compact_reaches_compact_now_through_chained_and_wrapped_hooks(t
         assert boundary["trigger"] == "manual" and boundary["replacement"] == [m.to_wire() for m in sent]
     finally:
         asyncio.run(store.close())
+
+
+def test_a_cancel_while_the_summarizer_runs_ends_its_call_and_the_turn():
+    """The summarizer hangs for an hour; loop.cancel() from another thread ends its call (the
+    turn's CancelSignal reaches it through LoopContext.cancel) and the turn ends cancelled. The
+    wait is bounded at 60 s: only the signal can end it in time."""
+    summarizer = ScriptedProvider([ScriptedResponse(text="never sent", delay_s=3600)])
+    compaction = CompactionHooks(1_000_000, summarizer=summarizer)
+    provider = ScriptedProvider(reads(4) + reads(0, "not reached"))
+    loop = CoreLoop(provider, file_router(), hooks=ChainHooks(compaction))
+    asyncio.run(drive(loop))
+    before = list(loop.transcript)
+    loop.request_compact()
+
+    async def second_turn():
+        async def cancel_when_asked():
+            while not summarizer.requests:
+                await asyncio.sleep(0.01)
+            threading.Thread(target=loop.cancel).start()  # from another thread, as a host would
+
+        canceller = asyncio.create_task(cancel_when_asked())
+        events = await drive(loop, [*[m.to_wire() for m in before], {"role": "user", "content": "and now?"}])
+        await canceller
+        return events
+
+    events = asyncio.run(asyncio.wait_for(second_turn(), 60))
+    [done] = [e for e in events if e.kind == "completion"]
+    assert done.data["status"] == "cancelled"
+    [asked] = summarizer.requests
+    assert isinstance(asked.options.get("cancel"), CancelSignal) and asked.options["cancel"].is_set
+    # the model's stream, if the loop opens it, starts with the signal set: nothing is sent
+    assert not [e for e in events if e.kind == "content_delta"]
+    assert all(m.content != "not reached" for m in loop.transcript)
 
 
 def test_request_compact_on_a_minimal_transcript_is_a_reported_no_op():

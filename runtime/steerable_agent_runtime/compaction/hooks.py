@@ -183,7 +183,7 @@ class CompactionHooks(LoopHooks):
         self._breakers.reset()
         pre = self.pressure(transcript, ctx)
         done = await self._compact(transcript, pre, keep_messages=self.keep_last_messages,
-                                   keep_results=self.keep_last_tool_results, summarise_above=None)
+                                   keep_results=self.keep_last_tool_results, summarise_above=None, cancel=ctx.cancel)
         if not done.changed:
             return None
         self.compactions += 1
@@ -199,7 +199,7 @@ class CompactionHooks(LoopHooks):
             return RetryAction.fail(f"context overflow: {used} compactions this round did not make the request fit")
         pre = self.pressure(transcript, ctx)
         done = await self._compact(transcript, pre, keep_messages=self.keep_last_messages >> used,
-                                   keep_results=self.keep_last_tool_results >> used, summarise_above=None)
+                                   keep_results=self.keep_last_tool_results >> used, summarise_above=None, cancel=ctx.cancel)
         if not done.changed:
             return RetryAction.fail("context overflow and nothing left to compact")
         self._overflow = (_RoundMark.of(ctx), used + 1)
@@ -212,7 +212,7 @@ class CompactionHooks(LoopHooks):
     async def _pressure_compaction(self, transcript: Sequence[LLMMessage], ctx: LoopContext,
                                    pressure: int) -> PreStepAction | None:
         done = await self._compact(transcript, pressure, keep_messages=self.keep_last_messages,
-                                   keep_results=self.keep_last_tool_results, summarise_above=self.low_water_tokens)
+                                   keep_results=self.keep_last_tool_results, summarise_above=self.low_water_tokens, cancel=ctx.cancel)
         tripped = self._breakers.record(ctx.round_index, done.post_tokens <= self.threshold_tokens)
         reminder = self._reminder(tripped)
         if not done.changed:
@@ -246,8 +246,9 @@ class CompactionHooks(LoopHooks):
     # -- shared machinery -------------------------------------------------------------------
 
     async def _compact(self, transcript: Sequence[LLMMessage], pre: int, *, keep_messages: int,
-                       keep_results: int, summarise_above: int | None) -> _Compacted:
-        """Fold, then summarise the middle (always, or only when still above ``summarise_above``).
+                       keep_results: int, summarise_above: int | None, cancel: Any = None) -> _Compacted:
+        """Fold, then summarise the middle (always, or only when still above ``summarise_above``);
+        ``cancel``: the turn's CancelSignal, handed to the summarizer's call.
 
         The summary is kept only when it is smaller than what it replaces.
         """
@@ -259,7 +260,8 @@ class CompactionHooks(LoopHooks):
         middle = done.messages[parts.head_end:parts.tail_start]
         if not needs_summary(middle):
             return done
-        text, source = await summarize(middle, self.summarizer, max_excerpt_chars=self.threshold_tokens)
+        text, source = await summarize(middle, self.summarizer, max_excerpt_chars=self.threshold_tokens,
+                                       cancel=cancel)
         summary = LLMMessage(role="user", content=text)
         saved = estimate_tokens(middle) - estimate_message_tokens(summary)
         if saved <= 0:

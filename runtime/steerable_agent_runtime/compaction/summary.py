@@ -19,7 +19,9 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from ..llm.cancel import CancelSignal, StreamCancelled
 from ..models import LLMMessage
 from .fold import content_text
 
@@ -104,17 +106,25 @@ def _transcript_text(middle: Sequence[LLMMessage]) -> str:
 
 
 async def summarize(middle: Sequence[LLMMessage], summarizer: object | None, *,
-                    max_excerpt_chars: int | None = None) -> tuple[str, str]:
+                    max_excerpt_chars: int | None = None, cancel: CancelSignal | None = None) -> tuple[str, str]:
     """Summarise ``middle``: (text, source) with source ``summarizer`` or ``excerpt``.
 
     Never raises for a summarizer failure: it is logged (warning) and the excerpt is used.
+    ``cancel`` (the turn's CancelSignal) goes to the summarizer's call: a cancel ends that
+    call at once (StreamCancelled) and the excerpt is used, so the turn winds down promptly.
     """
     if summarizer is not None:
         request = [LLMMessage(role="system", content=SUMMARY_INSTRUCTIONS),
                    LLMMessage(role="user", content=_transcript_text(middle))]
+        options: dict[str, Any] = {"cache_retention": "none"}
+        if cancel is not None:
+            options["cancel"] = cancel  # (providers ignore options they do not know)
         try:
-            reply, _usage = await summarizer.complete(request, cache_retention="none")  # type: ignore[attr-defined]
+            reply, _usage = await summarizer.complete(request, **options)  # type: ignore[attr-defined]
             text = content_text(reply.content).strip()
+        except StreamCancelled:
+            log.info("compaction summarizer cancelled with the turn; using the excerpt summary")
+            text = ""
         except Exception as exc:  # noqa: BLE001 - any summarizer failure falls back, never fails the turn
             log.warning("compaction summarizer failed (%s: %s); using the excerpt summary", type(exc).__name__, exc)
             text = ""

@@ -15,6 +15,7 @@ from ..llm.retry import RetryPolicy
 from ..models import LLMMessage, ToolCall
 
 if TYPE_CHECKING:
+    from ..llm.cancel import CancelSignal
     from ..tools import ToolResult
 
 CompactionTrigger = Literal["pressure", "overflow", "micro", "manual"]
@@ -41,6 +42,10 @@ class LoopContext:
     attempt: int = 1
     """The 1-based number of the provider attempt of this round (``on_request_error`` sees the
     attempt that just failed)."""
+    cancel: CancelSignal | None = None
+    """The turn's cancel signal (:mod:`..llm.cancel`), set by ``CoreLoop.cancel()``: a hook that
+    calls a provider itself (the compaction summariser) passes it as ``cancel=``, so a cancel
+    ends that call at once too."""
 
 
 @dataclass

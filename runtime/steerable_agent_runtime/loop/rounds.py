@@ -52,7 +52,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
             transcript = await open_transcript(loop.storage, writer, messages, resume_id)
         else:
             transcript = messages  # a run without a record: run() made this list
-        ctx = LoopContext(chat_id=chat_id, record_id=record_id)
+        ctx = LoopContext(chat_id=chat_id, record_id=record_id, cancel=signal)
         config = loop.config
         batch = loop._batch = ToolBatch(loop.tools, config, loop.hooks, loop.approver, loop._cancel)
         tracing = loop.recorder.run(session or default_session(chat_id)) if loop.recorder else null_run()
