@@ -11,7 +11,10 @@ directory first (re-copied when the source changed during the copy). Then:
 - fast path: when the page reader finds no damage, SQLite opens the store read-only and
   ``quick_check`` passes, every entity table is read by SQLite itself and streamed to the
   output (in worker processes for a big store, :mod:`.parallel`); the page reader
-  only adds freelist pages and the WAL frames that are not current;
+  only adds freelist pages and the WAL frames that are not current. For a parallel export
+  ``quick_check`` runs beside the workers instead of before them (:mod:`.verdict`); nothing
+  is published unless it passed, and when it fails the attempt is made again with the check
+  first, so the result is the one the check first gives;
 - otherwise the page reader (:mod:`...sqlitefile.pages`, :mod:`...sqlitefile.btree`) walks the schema,
   every tree, the freelist, every page no tree reaches, and every WAL frame.
 
@@ -72,7 +75,9 @@ from ..codes import finding, salvage_code
 from ..report import Finding, JobReport, Progress, no_progress
 from .harvest import Tally, harvest_all, harvest_free
 from .output import atomic_output, check_target, merge_tally, write_jsonl, write_store
-from .parallel import export_live
+from . import parallel
+from .parallel import Unsound, export_live
+from .verdict import BesideCheck
 from .spool import Spool
 from ...sqlitefile.pages import SqliteFile
 
@@ -194,6 +199,10 @@ _ATTEMPTS = 3
 
 def _run(job: _Job) -> SalvageReport:
     try:
+        return job.run(fast=True, beside=True)
+    except (_NotBeside, _FastPathFailed):
+        pass  # nothing was published: the attempt again, SQLite's check first (as if it had not been tried)
+    try:
         return job.run(fast=True)
     except _FastPathFailed:
         # quick_check passed but a full read did not: nothing was published; start over
@@ -207,6 +216,11 @@ class _FastPathFailed(Exception):
     """SQLite failed while reading a copy its quick_check had passed."""
 
 
+class _NotBeside(Exception):
+    """The attempt with SQLite's check beside the export is not taken (not a parallel export,
+    or the page reader saw damage), or the check failed: the export is thrown away."""
+
+
 class _Job:
     """One salvage attempt over a snapshot: collect, export, rebuild."""
 
@@ -215,13 +229,25 @@ class _Job:
         self.source, self.snapshot, self.tmp = source, snapshot, tmp
         self.out, self.rebuild, self.force, self.step = out, rebuild, force, step
 
-    def run(self, *, fast: bool) -> SalvageReport:
-        """Run once (``fast``: SQLite may read a sound store); raises _FastPathFailed, SourceMoved."""
+    def run(self, *, fast: bool, beside: bool = False) -> SalvageReport:
+        """Run once (``fast``: SQLite may read a sound store); raises _FastPathFailed, SourceMoved.
+
+        ``beside``: the fast path with SQLite's quick_check run beside a parallel export
+        instead of before it (see :mod:`.verdict`); raises _NotBeside when that is not taken
+        or the check fails, and _FastPathFailed only after the check passed: in either case
+        nothing was published, and the caller runs the attempt again without ``beside``."""
         report = SalvageReport(path=str(self.source), out=str(self.out), rebuild=str(self.rebuild) if self.rebuild else None)
-        spool = Spool(self.tmp / f"spool-{int(fast)}.db")
+        spool = Spool(self.tmp / f"spool-{int(fast)}{'-beside' if beside else ''}.db")
         try:
-            _collect(self.snapshot, spool, report, self.step, fast=fast)
-            _export(spool, self.snapshot, self.out, report, self.force, self.step)
+            try:
+                check = _collect(self.snapshot, spool, report, self.step, fast=fast, beside=beside)
+            except (SourceMoved, _NotBeside):
+                raise
+            except Exception as exc:  # SQLite read a file it has not checked yet: no verdict on it
+                if not beside:
+                    raise
+                raise _NotBeside() from exc
+            _export(spool, self.snapshot, self.out, report, self.force, self.step, check)
             if self.rebuild is not None:
                 self.step("rebuild", 0, None)
                 report.rebuilt = write_store(spool, self.rebuild, force=self.force, on_unplaced=_unplaced_sink(report))
@@ -253,9 +279,14 @@ def _check_source(path: Path) -> Path:
     return path
 
 
-def _collect(snapshot: Snapshot, spool: Spool, report: SalvageReport, step: Progress, *, fast: bool) -> None:
-    """Fill the spool: SQLite for a sound store, the page reader for everything else."""
+def _collect(snapshot: Snapshot, spool: Spool, report: SalvageReport, step: Progress, *, fast: bool,
+             beside: bool = False) -> BesideCheck | None:
+    """Fill the spool: SQLite for a sound store, the page reader for everything else.
+    ``beside``: SQLite's quick_check is not run here but returned, for the export to run
+    beside its workers (raises _NotBeside when the fast path would not be taken without it,
+    or the export would not be parallel)."""
     step("read", 0, None)
+    check = None
     with SqliteFile(snapshot.db, snapshot.wal) as pages:
         _refuse_foreign(pages, report)
         report.page_size, report.page_size_source = pages.page_size, pages.page_size_source
@@ -263,11 +294,17 @@ def _collect(snapshot: Snapshot, spool: Spool, report: SalvageReport, step: Prog
             report.schema_version = spool.version = pages.header.user_version
         report.keys_covered = spool.keyed
         tally = Tally()
-        problems = _sqlite_check(pages, spool, snapshot)
+        problems = _sqlite_open(pages, spool, snapshot) if beside else _sqlite_check(pages, spool, snapshot)
+        if beside and (problems != [] or set(pages.damage) - BENIGN):
+            raise _NotBeside()
         if fast and problems == [] and not set(pages.damage) - BENIGN:
             report.method = "sqlite"
             with _fast_path():
                 spool.live_tables = spool.source_tables()
+                if beside:
+                    if parallel.worker_count(parallel.live_rows(spool)) == 1:
+                        raise _NotBeside()
+                    check = BesideCheck(spool.src_uri)
                 harvest_free(pages, spool, tally, scan_loose=False)
                 spool.mark_live()
         else:
@@ -295,6 +332,7 @@ def _collect(snapshot: Snapshot, spool: Spool, report: SalvageReport, step: Prog
     report.collisions_total = len(clashes)
     report.collisions = [UnplacedRow(table=t, key=json.loads(k), reason="verified copies with different data")
                          for t, k in clashes[:UNPLACED_LISTED]]
+    return check
 
 
 @contextmanager
@@ -319,6 +357,13 @@ def _sqlite_check(pages: SqliteFile, spool: Spool, snapshot: Snapshot) -> list[t
     return spool.attach_readonly(snapshot.uri)
 
 
+def _sqlite_open(pages: SqliteFile, spool: Spool, snapshot: Snapshot) -> list[tuple[str, str]] | None:
+    """_sqlite_check without the quick_check (the caller takes it beside the export)."""
+    if not pages.header.magic_ok or pages.file_size == 0:
+        return None
+    return spool.attach_readonly(snapshot.uri, check=False)
+
+
 def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:
     hdr = pages.header
     if hdr.magic_ok and hdr.application_id not in (0, APPLICATION_ID):
@@ -330,11 +375,15 @@ def _refuse_foreign(pages: SqliteFile, report: SalvageReport) -> None:
                              hint="pass the app's database file (or its copy)")
 
 
-def _export(spool: Spool, snapshot: Snapshot, out: Path, report: SalvageReport, force: bool, step: Progress) -> None:
+def _export(spool: Spool, snapshot: Snapshot, out: Path, report: SalvageReport, force: bool, step: Progress,
+            check: BesideCheck | None = None) -> None:
     step("export", 0, None)
     with atomic_output(out, force=force) as (_tmp, fh):
         with _fast_path():
-            tally = export_live(spool, spool.src_uri, fh, lambda done: step("export", done, None))
+            try:
+                tally = export_live(spool, spool.src_uri, fh, lambda done: step("export", done, None), check=check)
+            except Unsound:
+                raise _NotBeside() from None
         merge_tally(tally, write_jsonl(spool, fh, lambda done: step("export", done, None), live=False))
         snapshot.unchanged()  # before publishing: an overtaken in-place read is thrown away
     for (table, source), (copies, superseded, uncommitted, keys, verified, invalid) in sorted(tally.items()):

@@ -80,7 +80,7 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                 last_id, quoted = record_id, _quoted(record_id)
                 key_head = None if quoted is None else b'{"table":"history","key":[' + quoted + b","
             try:
-                raw = from_json(data)
+                raw = from_json(data, cache_strings="keys")
             except (ValueError, TypeError):  # not JSON, not UTF-8, or NULL: the careful path
                 raw = _NOTHING
             if (key_head is not None and type(raw) is dict and kind == "item" and type(v) is int and v == current
@@ -128,7 +128,7 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
             if chat_id != last_chat or type(chat_id) is not str:
                 last_chat, chat = chat_id, _quoted(chat_id)
             try:
-                raw = from_json(data)
+                raw = from_json(data, cache_strings="keys")
             except (ValueError, TypeError):
                 raw = _NOTHING
             plain = type(key) is str and _PLAIN_TEXT(key) is not None

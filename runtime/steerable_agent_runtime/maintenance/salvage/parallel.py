@@ -8,6 +8,9 @@ byte-identical to a single-process export and every byte is written once: no par
 no pipes. Small stores (or one CPU) stay in-process: starting workers costs more than it
 saves.
 
+SQLite's ``quick_check`` may run beside the workers, in a thread of the parent started once
+they are forked (export_live's ``check``): the export is then returned only after it passed.
+
 Guarantees: workers open only the store file salvage reads (``mode=ro``, or
 ``immutable=1`` where salvage reads the source in place) and write only the caller's
 output file; a worker failure stops the others and is raised in the caller (the output
@@ -33,6 +36,7 @@ from ..workers import Chunking, fork_pool, fork_workers, rowid_ranges
 from ..readonly import lenient_text
 from .output import Tally, merge_tally, write_live
 from .spool import Spool
+from .verdict import BesideCheck
 
 CHUNKING = Chunking(min_rows_per_worker=50_000, chunk_rows=2_048)
 """salvage's export default: below 50,000 live rows per worker it runs in-process; 2,048 rows
@@ -46,14 +50,30 @@ def worker_count(rows: int, chunking: Chunking | None = None) -> int:
     return fork_workers(rows, (chunking or CHUNKING).min_rows_per_worker)
 
 
+def live_rows(spool: Spool) -> int:
+    """How many live rows the attached store's entity tables hold (what worker_count is given)."""
+    return sum(spool.rowid_span(table)[2] for table in spool.live_tables)
+
+
+class Unsound(Exception):
+    """SQLite's check, run beside the export, did not pass: the export is to be thrown away."""
+
+
 def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], None],
-                chunking: Chunking | None = None) -> Tally:
+                chunking: Chunking | None = None, check: BesideCheck | None = None) -> Tally:
     """Write every live row of the attached store (``uri``: how workers open it) to ``fh``;
-    return the tally. ``chunking``: how to split the rows (default CHUNKING)."""
+    return the tally. ``chunking``: how to split the rows (default CHUNKING).
+
+    ``check``: SQLite's verdict on the store, not yet taken: it runs beside the workers
+    (before the export when it stays in-process), and Unsound is raised when it fails, also
+    when the export itself failed meanwhile (a damaged file's read error is then the check's
+    to report); the export's own error is raised only after the check passed."""
     chunking = chunking or CHUNKING
     spans = {table: spool.rowid_span(table) for table in spool.live_tables}
     workers = worker_count(sum(count for _lo, _hi, count in spans.values()), chunking)
     tally: Tally = {}
+    if check is not None and workers == 1 and not check.wait():
+        raise Unsound()
     if workers == 1:
         for table in spool.live_tables:
             write_live(spool.conn, table, "src", fh, tally, progress, version=spool.version)
@@ -65,21 +85,35 @@ def export_live(spool: Spool, uri: str, fh: BinaryIO, progress: Callable[[int], 
     turn = _Turn(ctx.Condition(), ctx.Value("q", 0, lock=False), ctx.Value("b", False, lock=False), os.getpid())
     pending: deque[Future[Tally]] = deque()  # in chunk order; at most 4 per worker, so memory stays flat
     done = 0
+    beside = check if workers > 1 else None  # (workers == 1: the check has passed above)
     with fork_pool(workers, _start_worker, (uri, fh.fileno(), turn, spool.version)) as pool:
         try:
             for index, task in enumerate(tasks):
                 pending.append(pool.submit(_export_range, index, task))
+                if beside is not None and index == 0:
+                    beside.start()  # the workers are forked at the first submit: a thread may start now
                 while len(pending) >= 4 * workers or (pending and pending[0].done()):
                     merge_tally(tally, pending.popleft().result())
                     done += 1
                     progress(done)
+                if beside is not None and beside.failed():
+                    raise Unsound()
             while pending:
                 merge_tally(tally, pending.popleft().result())
                 done += 1
                 progress(done)
-        except BaseException as exc:
+            if beside is not None and not beside.wait():
+                raise Unsound()
+        except Exception as exc:
             turn.fail()
+            if beside is not None and not isinstance(exc, Unsound) and not beside.wait():
+                raise Unsound() from None  # a damaged file: the check's verdict, not the read error
             raise _cause(exc, pending) from None
+        except BaseException:
+            turn.fail()
+            if beside is not None:
+                beside.stop()
+            raise
     fh.seek(0, os.SEEK_END)
     return tally
 

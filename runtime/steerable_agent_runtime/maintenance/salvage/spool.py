@@ -111,13 +111,14 @@ class Spool:
         self.version = SCHEMA_VERSION
         """The salvaged store's schema version (its checksum rule); set before collecting."""
         self._collisions: set[tuple[str, str]] | None = None
+        self._spans: dict[str, tuple[int, int, int]] = {}
 
     @property
     def keyed(self) -> bool:
         """Whether the salvaged store's checksums cover the key columns."""
         return covers_key(self.version)
 
-    def attach_readonly(self, uri: str) -> list[tuple[str, str]]:
+    def attach_readonly(self, uri: str, *, check: bool = True) -> list[tuple[str, str]]:
         """Attach the store read-only as ``src`` (``uri``: a ``mode=ro`` private copy, or
         ``immutable=1`` for a source without a -wal) and ask SQLite whether it is sound.
 
@@ -125,14 +126,18 @@ class Spool:
         one-line message) pairs, ``src`` detached: ``sqlite_check_failed`` for SQLite
         refusing the file or each problem ``quick_check`` lists (at most CHECK_LINES),
         ``schema_columns_wrong`` for an entity table whose columns are not the store's.
+        ``check=False``: without the quick_check (the caller takes SQLite's verdict itself,
+        salvage.verdict, before it trusts anything read); [] then says only that SQLite
+        opened the file and the columns are the store's.
         """
         self.src_uri = uri
+        self._spans.clear()
         try:
             self.conn.execute("ATTACH DATABASE ? AS src", (uri,))
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may quote damaged bytes
             return [("sqlite_check_failed", f"SQLite refuses to open it: {one_line(exc)}")]
         try:
-            lines = [r[0] for r in self.conn.execute(f"PRAGMA src.quick_check({CHECK_LINES})")]
+            lines = [r[0] for r in self.conn.execute(f"PRAGMA src.quick_check({CHECK_LINES})")] if check else ["ok"]
             problems = [("sqlite_check_failed", f"quick_check: {one_line(x)}") for x in lines if x != "ok"]
             if not problems:
                 problems = [("schema_columns_wrong", f"table {t} has other columns than a store's")
@@ -145,6 +150,7 @@ class Spool:
 
     def detach(self) -> None:
         """Detach ``src`` (attached by a successful attach_readonly)."""
+        self._spans.clear()
         self.conn.execute("DETACH DATABASE src")
 
     def source_tables(self) -> list[str]:
@@ -186,9 +192,13 @@ class Spool:
         return map(Copy._make, self.conn.execute(live_copies_sql(table, "src", version=self.version)))
 
     def rowid_span(self, table: str) -> tuple[int, int, int]:
-        """(min rowid, max rowid, row count) of ``src.table``."""
-        lo, hi, count = self.conn.execute(f"SELECT min(rowid), max(rowid), count(*) FROM src.{table}").fetchone()
-        return lo or 0, hi or 0, count
+        """(min rowid, max rowid, row count) of ``src.table`` (counted once per attach: the
+        attached store is a snapshot nobody writes)."""
+        span = self._spans.get(table)
+        if span is None:
+            lo, hi, count = self.conn.execute(f"SELECT min(rowid), max(rowid), count(*) FROM src.{table}").fetchone()
+            span = self._spans[table] = (lo or 0, hi or 0, count)
+        return span
 
     def mark_live(self) -> None:
         """Flag spooled copies whose key has a row in ``src`` (the live copy supersedes them)."""
