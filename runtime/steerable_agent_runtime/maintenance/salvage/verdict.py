@@ -10,7 +10,10 @@ Guarantee: :meth:`BesideCheck.wait` is True only when ``quick_check`` answered e
 ``ok``: the same test as spool.Spool.attach_readonly's. A failed or unfinished check (an error,
 an interruption) is False. Nothing read while the check runs is published before it passed
 (the caller throws the export away and starts the attempt again the way it did before, with
-the check first).
+the check first). Meanwhile the workers read a file SQLite has not yet checked: SQLite
+treats its file as untrusted input (a damaged page is an error, SQLITE_CORRUPT, never a
+crash), and a single value it reads is bounded by its length limit; the work spent on a
+damaged file that way is thrown away.
 """
 
 from __future__ import annotations
