@@ -230,3 +230,24 @@ def test_utc_now_is_normalize_timestamp_of_the_clock_for_any_sequence_of_reading
             assert models.utc_now() == expected, ns
     finally:
         models._time_ns = saved
+
+
+@given(st.integers(0, 4_000_000_000 * 10**9), st.lists(st.sampled_from(
+    [1, 999, 1_000, 1_001, 250_000, 999_999, 1_000_000, 1_000_001, 999_999_999, 10**9, -1, -1_000, -10**6, -10**9])
+    | st.integers(-2 * 10**9, 2 * 10**9), min_size=1, max_size=20))
+def test_utc_now_is_normalize_timestamp_of_readings_close_together(start, steps):
+    """Readings microseconds apart (the cached millisecond and second reused, left, re-entered)."""
+    from datetime import datetime, timedelta
+
+    from steerable_agent_runtime import models
+
+    saved = models._time_ns
+    try:
+        ns = start
+        for step in steps:
+            ns = max(0, ns + step)
+            models._time_ns = lambda ns=ns: ns
+            expected = normalize_timestamp(datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=ns // 1000))
+            assert models.utc_now() == expected, ns
+    finally:
+        models._time_ns = saved

@@ -77,6 +77,27 @@ def test_the_loops_messages_all_have_snapshots():
         assert snapshot_text(item_snapshot(message, 3, AT)) == _careful_data(message, 3)
     parts = LLMMessage(role="user", content=[{"type": "text", "text": "hi"}])
     assert item_snapshot(parts, 3, AT) is None  # content parts: the careful path
+    from steerable_agent_runtime.loop.messages import assistant_message, tool_message
+    for message in (tool_message("c1", "f", '{"ok": true}'), assistant_message("x"),
+                    assistant_message(None, [{"id": "c1", "name": "f", "arguments": {}}])):  # built by the loop
+        assert snapshot_text(item_snapshot(message, 3, AT)) == _careful_data(message, 3)
+
+
+def test_a_message_whose_fields_were_moved_or_changed_gets_the_careful_paths_text_or_no_snapshot():
+    """A __dict__ with the fields in another order, a sixth key or one missing: the snapshot still
+    writes what the careful path stores, or there is none."""
+    reordered = LLMMessage(role="tool", tool_call_id="c1", name="f", content="ok")
+    fields = dict(reordered.__dict__)
+    reordered.__dict__.clear()
+    reordered.__dict__.update(reversed(list(fields.items())))  # the same fields, in another order
+    assert snapshot_text(_check_snapshot(reordered, 3)) == _careful_data(LLMMessage(
+        role="tool", tool_call_id="c1", name="f", content="ok"), 3)
+    extra = LLMMessage(role="user", content="hi")
+    extra.__dict__["note"] = "x"  # a sixth key
+    assert _check_snapshot(extra, 3) is None
+    missing = LLMMessage(role="user", content="hi")
+    del missing.__dict__["name"]
+    assert _check_snapshot(missing, 3) is None
 
 
 _rounds = st.lists(st.lists(st.one_of(_messages(), _changed()), min_size=1, max_size=3), min_size=1, max_size=5)

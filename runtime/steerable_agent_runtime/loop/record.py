@@ -38,9 +38,10 @@ class RecordWriter:
         self.storage = storage
         self.record_id = record_id
         self.flushed = 0
-        # a storage that appends items synchronously without returning them (InMemoryStorage's
-        # append_items_now): the flushes that can take it skip a coroutine per flush
-        self._append_now = getattr(storage, "append_items_now", None)
+        self.append_now = getattr(storage, "append_items_now", None)
+        """The storage's ``append_items_now`` (InMemoryStorage: items appended synchronously,
+        nothing returned), or None: the flushes that can take it skip a coroutine per flush
+        (:meth:`flush_now`; the round skeleton calls it the same way itself)."""
 
     async def start(self, transcript: Sequence[LLMMessage]) -> None:
         """Line the record up with the transcript a run starts from.
@@ -52,7 +53,7 @@ class RecordWriter:
         """
         if self.storage is None:
             return
-        append_now = self._append_now
+        append_now = self.append_now
         if append_now is not None and append_now(self.record_id, transcript, expect_seq=1):
             self.flushed = len(transcript)  # a new record (what the general path below does for one)
             return
@@ -95,7 +96,7 @@ class RecordWriter:
         every unflushed message that way (the same entries :meth:`flush` appends, in one atomic
         call); True then, or when nothing is unflushed. False, nothing appended: await
         :meth:`flush` (which appends them, cleans them, or raises)."""
-        append, flushed = self._append_now, self.flushed
+        append, flushed = self.append_now, self.flushed
         count = len(transcript)
         if count <= flushed:
             self.flushed = count

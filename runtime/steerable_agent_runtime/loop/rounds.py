@@ -48,6 +48,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
         record_id = resume_id or loop.record_id or chat_id
         writer = RecordWriter(loop.storage, record_id)
         recording = loop.storage is not None
+        append_now = writer.append_now
         if recording or resume_id is not None:
             transcript = await open_transcript(loop.storage, writer, messages, resume_id)
         else:
@@ -189,8 +190,13 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                         attempt += 1
                     calls = reply_calls
                     if calls:  # (a failed request has none: the turn ends in t.settle)
-                        if recording and not writer.flush_now(transcript):
-                            await writer.flush(transcript)  # the calls are in the record before any runs
+                        if recording:  # the calls are in the record before any runs (writer.flush_now, inline)
+                            flushed = writer.flushed
+                            if (append_now is not None and len(transcript) > flushed
+                                    and append_now(record_id, transcript[flushed:])):
+                                writer.flushed = len(transcript)
+                            else:
+                                await writer.flush(transcript)
                         results: list[tuple[ToolCall, ToolResult]] = []
                         if len(calls) == 1 and not loop._cancel:
                             call = calls[0]
@@ -211,8 +217,13 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                                     yield event
                         for call, result in results:
                             transcript.append(tool_message(call.id, call.name, result.to_content()))
-                        if recording and not writer.flush_now(transcript):
-                            await writer.flush(transcript)
+                        if recording:  # (writer.flush_now, inline)
+                            flushed = writer.flushed
+                            if (append_now is not None and len(transcript) > flushed
+                                    and append_now(record_id, transcript[flushed:])):
+                                writer.flushed = len(transcript)
+                            else:
+                                await writer.flush(transcript)
                         yield LoopEvent("stage_complete", {"round": rnd, "usage": t.round_usage.to_wire()})
                         if loop._cancel or batch.consecutive_errors >= max_tool_errors:
                             for event in await t.tool_guards():
