@@ -148,7 +148,7 @@ class ScriptedProvider(CompleteMixin):
                 raise response.error
             if response.delay_s:
                 await _sleep(response.delay_s, cancel)
-            if cancel is not None and cancel.is_set:
+            if cancel is not None and cancel._set:  # (is_set, without the property's call: per chunk)
                 raise StreamCancelled("the stream was cancelled")
             yield chunk
         if response.error is not None:  # fewer chunks than error_after_chunks: still a broken stream
