@@ -93,6 +93,20 @@ def test_empty_transcript_and_missing_chat_are_usage_errors():
     assert not loop.running
 
 
+def test_run_works_on_its_own_copy_of_the_callers_messages():
+    """A list of messages (the common call) or of dicts: the caller's list is never appended to."""
+    for given in ([LLMMessage(role="user", content="hi")], [{"role": "user", "content": "hi"}],
+                  (LLMMessage(role="user", content="hi"),)):
+        before = list(given)
+        loop = CoreLoop(ScriptedProvider([calls(("c1", "read_note", {"name": "a"})), "done"]), make_router()[0])
+        run(drain(loop.run(given, chat_id="c1")))
+        assert list(given) == before and loop.transcript is not given
+        assert [m.role for m in loop.transcript] == ["user", "assistant", "tool", "assistant"]
+        assert loop.transcript[0] == LLMMessage(role="user", content="hi")
+    with pytest.raises(UsageError, match="message 1 is not a message"):
+        CoreLoop(ScriptedProvider([])).run([LLMMessage(role="user", content="hi"), 5], chat_id="c1")
+
+
 def test_max_rounds_ends_with_budget_exhausted():
     router, _ = make_router()
     provider = ScriptedProvider([calls((f"c{i}", "read_note", {"name": str(i)})) for i in range(5)])

@@ -45,7 +45,13 @@ def _as_message(message: LLMMessage | Mapping[str, Any]) -> LLMMessage:
 
 
 def _as_messages(messages: Any) -> list[LLMMessage]:
-    """``messages`` as LLMMessages; UsageError naming the first one that is not a message."""
+    """``messages`` as LLMMessages (a new list); UsageError naming the first one that is not a message."""
+    if type(messages) is list:  # the common call: a list of messages already (no ABC checks, no copies)
+        for message in messages:
+            if type(message) is not LLMMessage:
+                break
+        else:
+            return list(messages)
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise UsageError(f"messages must be a list of messages, got {type(messages).__name__}",
                          hint="pass e.g. [{'role': 'user', 'content': '...'}]")

@@ -43,34 +43,31 @@ _TEXT_SET = frozenset(("role", "content"))
 _FLAT = frozenset((str, int, bool, type(None)))
 
 
-def _built(fields: dict[str, Any], fields_set: frozenset[str]) -> LLMMessage:
-    message = _new(LLMMessage)
-    _set(message, "__dict__", fields)
-    _set(message, "__pydantic_fields_set__", set(fields_set))
-    _set(message, "__pydantic_extra__", None)
-    _set(message, "__pydantic_private__", None)
-    return message
-
-
 def tool_message(tool_call_id: Any, name: Any, content: Any) -> LLMMessage:
     """``LLMMessage(role="tool", tool_call_id=tool_call_id, name=name, content=content)``."""
     if CONSTRUCTIBLE and type(tool_call_id) is str and type(name) is str and type(content) is str:
-        return _built({"role": "tool", "content": content, "tool_calls": None, "tool_call_id": tool_call_id,
-                       "name": name}, _TOOL_SET)
+        message = _new(LLMMessage)  # model_construct's steps (inline in each: this runs for every message)
+        _set(message, "__dict__", {"role": "tool", "content": content, "tool_calls": None,
+                                   "tool_call_id": tool_call_id, "name": name})
+        _set(message, "__pydantic_fields_set__", set(_TOOL_SET))
+        _set(message, "__pydantic_extra__", None)
+        _set(message, "__pydantic_private__", None)
+        return message
     return LLMMessage(role="tool", tool_call_id=tool_call_id, name=name, content=content)
 
 
 def assistant_message(content: Any, tool_calls: Any = None) -> LLMMessage:
     """``LLMMessage(role="assistant", content=content, tool_calls=tool_calls)``, or without
     ``tool_calls`` (None: not passed) ``LLMMessage(role="assistant", content=content)``."""
-    if CONSTRUCTIBLE and (content is None or type(content) is str):
-        if tool_calls is None:
-            return _built({"role": "assistant", "content": content, "tool_calls": None, "tool_call_id": None,
-                           "name": None}, _TEXT_SET)
-        if type(tool_calls) is list and _str_keyed_dicts(tool_calls):
-            return _built({"role": "assistant", "content": content, "tool_calls": tool_calls, "tool_call_id": None,
-                           "name": None}, _CALLING_SET)
-        return LLMMessage(role="assistant", content=content, tool_calls=tool_calls)
+    if CONSTRUCTIBLE and (content is None or type(content) is str) and (
+            tool_calls is None or (type(tool_calls) is list and _str_keyed_dicts(tool_calls))):
+        message = _new(LLMMessage)
+        _set(message, "__dict__", {"role": "assistant", "content": content, "tool_calls": tool_calls,
+                                   "tool_call_id": None, "name": None})
+        _set(message, "__pydantic_fields_set__", set(_TEXT_SET if tool_calls is None else _CALLING_SET))
+        _set(message, "__pydantic_extra__", None)
+        _set(message, "__pydantic_private__", None)
+        return message
     if tool_calls is None:
         return LLMMessage(role="assistant", content=content)
     return LLMMessage(role="assistant", content=content, tool_calls=tool_calls)
