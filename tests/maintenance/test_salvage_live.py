@@ -100,7 +100,7 @@ def _is_utf8(raw: bytes) -> bool:
 AT = "2026-01-01T00:00:00.000000Z"
 _odd_text = st.sampled_from(['c"q', "c\\b", "é✓", "tab\tx", "nl\nx", "\x7f", "\u2028", "", " sp "])
 _raw_text = st.sampled_from([b"chat-\xff", b"it\xffem", b"\xc3"]).map(lambda b: ("text", b))
-_ids = st.one_of(st.sampled_from(["chat-0", "chat-1", "c-2"]), st.text(max_size=4), _odd_text, _raw_text,
+_ids = st.one_of(st.sampled_from(["chat-0", "chat-1", "c-2", "c%d-%s%%"]), st.text(max_size=4), _odd_text, _raw_text,
                  st.integers(-2, 9), st.none(), st.just(b"blob"), st.just(1.5))
 _seqs = st.one_of(st.integers(-3, 40), st.just(2**63 - 1), st.just(2.0), st.just("5"), st.none())
 _versions = st.sampled_from([2, 2, 2, 1, 3, "2", 2.0, None])
@@ -249,3 +249,18 @@ def test_common_rows_take_the_new_loop_and_odd_ones_the_general_one(monkeypatch)
     assert calls == ["history", "history"]  # rows 4 and 5, one row each; row 6 needs no careful rendering
     assert tally == {("history", "btree"): [6, 0, 0, 6, 5, 1]}  # the seed entry fails its checksum, and is invalid
     assert data == _export(reference_write_live, conn, "history", None)[0]
+
+
+def test_a_percent_sign_in_a_record_or_chat_id_is_written_as_it_is():
+    """The loops put a record's (a chat's) id into the line template once per run of rows:
+    a ``%`` in it must come out as it is, not be taken for a placeholder."""
+    at = AT
+    history = [(rid, seq, 2, "item", at,
+                json.dumps({"v": 2, "type": "item", "seq": seq, "at": at, "message": {"role": "user", "content": "hi"}},
+                           separators=(",", ":")), "right")
+               for rid in ("c%d-%s%%", "c%", "%") for seq in (1, 2)]
+    _same_as_reference("history", history, None)
+    messages = [(key, chat, at, json.dumps({"id": key, "chatId": chat, "role": "user", "content": "hi", "createdAt": at},
+                                           separators=(",", ":")), "right")
+                for chat in ("c%d-%s%%", "%") for key in ("m-1", "m%d")]
+    _same_as_reference("messages", messages, None)

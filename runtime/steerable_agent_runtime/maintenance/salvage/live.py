@@ -71,14 +71,18 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
     verify, valid_row, current = row_checker("history", version), LIVE_VALID["history"], RECORD_FORMAT_VERSION
     sql = "SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc, rowid" + _where(schema, "history", at)
     last_id: Any = _NOTHING
-    quoted = key_head = None
+    quoted = key_head = item_line = None
     valid_ends = (ends[False, True], ends[True, True])
-    after, rows, written, good, bad = at.after, 0, 0, 0, 0
+    after, rows, careful_rows, good, bad = at.after, 0, 0, 0, 0
     try:
         for record_id, seq, v, kind, stamp, data, crc, rowid in conn.execute(sql):
             if record_id != last_id or type(record_id) is not str:
                 last_id, quoted = record_id, _quoted(record_id)
-                key_head = None if quoted is None else b'{"table":"history","key":[' + quoted + b","
+                key_head = item_line = None
+                if quoted is not None:
+                    key_head = b'{"table":"history","key":[' + quoted + b","
+                    # The common row's line with the record's key (and the current v) in place.
+                    item_line = _item_line(quoted, current)
             try:
                 raw = from_json(data, cache_strings="keys")
             except (ValueError, TypeError):  # not JSON, not UTF-8, or NULL: the careful path
@@ -89,10 +93,8 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                     and data.find(b"\r") < 0):
                 # The common row: valid (is_simple_item, and its columns agree), ``at`` in stored form.
                 ok = verify(record_id, seq, data, crc)
-                write(b'%s%d],"columns":{"record_id":%s,"seq":%d,"v":%d,"type":"item","at":"%s","crc":%d},"data":"%s%s'
-                      % (key_head, seq, quoted, seq, v, stamp.encode(), crc,
-                         data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'), valid_ends[ok]))
-                written += 1
+                write(item_line % (seq, seq, stamp.encode(), crc, data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'),
+                                   valid_ends[ok]))
                 good += ok
             elif (key_head is not None and raw is not _NOTHING and type(seq) is int and type(v) is int
                   and type(crc) is int and _plain(kind) and _plain(stamp) and data.find(b"\n") < 0
@@ -102,17 +104,25 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                 write(b'%s%d],"columns":{"record_id":%s,"seq":%d,"v":%d,"type":"%s","at":"%s","crc":%d},"data":"%s%s'
                       % (key_head, seq, quoted, seq, v, kind.encode(), stamp.encode(), crc,
                          data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'), ends[ok, valid]))
-                written += 1
                 good += ok
                 bad += not valid
             else:
                 careful(rowid)
+                careful_rows += 1
             rows += 1
             after = rowid
             if rows % 10000 == 0:
                 progress(at.count + rows)
     finally:
-        _add(counts, at, after, rows, written, good, bad)
+        _add(counts, at, after, rows, rows - careful_rows, good, bad)
+
+
+def _item_line(quoted: bytes, version: int) -> bytes:
+    """The common history line as a ``%`` template: seq, seq, at, crc, escaped data, end
+    (``quoted``: the record id as a JSON string; a ``%`` in it doubled)."""
+    key = quoted.replace(b"%", b"%%")
+    return (b'{"table":"history","key":[%s,%%d],"columns":{"record_id":%s,"seq":%%d,"v":%d,"type":"item",'
+            b'"at":"%%s","crc":%%d},"data":"%%s%%s' % (key, key, version))
 
 
 def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: list[int], at: Place,
@@ -121,12 +131,13 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
     verify, valid_row = row_checker("messages", version), LIVE_VALID["messages"]
     sql = "SELECT id, chat_id, created_at, CAST(data AS BLOB), crc, rowid" + _where(schema, "messages", at)
     last_chat: Any = _NOTHING
-    chat = None
-    after, rows, written, good, bad = at.after, 0, 0, 0, 0
+    chat = line = None
+    after, rows, careful_rows, good, bad = at.after, 0, 0, 0, 0
     try:
         for key, chat_id, created, data, crc, rowid in conn.execute(sql):
             if chat_id != last_chat or type(chat_id) is not str:
                 last_chat, chat = chat_id, _quoted(chat_id)
+                line = None if chat is None else _message_line(chat)  # the chat's lines, chat_id in place
             try:
                 raw = from_json(data, cache_strings="keys")
             except (ValueError, TypeError):
@@ -144,21 +155,27 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                 bad += not valid
             else:
                 careful(rowid)
+                careful_rows += 1
                 valid = None
             if valid is not None:
                 ok = verify(key, data, crc)
                 name = key.encode()
-                write(b'{"table":"messages","key":["%s"],"columns":{"id":"%s","chat_id":%s,"created_at":"%s","crc":%d},'
-                      b'"data":"%s%s' % (name, name, chat, created.encode(), crc,
-                                         data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'), ends[ok, valid]))
-                written += 1
+                write(line % (name, name, created.encode(), crc, data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'),
+                              ends[ok, valid]))
                 good += ok
             rows += 1
             after = rowid
             if rows % 10000 == 0:
                 progress(at.count + rows)
     finally:
-        _add(counts, at, after, rows, written, good, bad)
+        _add(counts, at, after, rows, rows - careful_rows, good, bad)
+
+
+def _message_line(chat: bytes) -> bytes:
+    """A messages line as a ``%`` template: id, id, created_at, crc, escaped data, end
+    (``chat``: the chat id as a JSON string; a ``%`` in it doubled)."""
+    return (b'{"table":"messages","key":["%%s"],"columns":{"id":"%%s","chat_id":%s,"created_at":"%%s","crc":%%d},'
+            b'"data":"%%s%%s' % chat.replace(b"%", b"%%"))
 
 
 def _add(counts: list[int], at: Place, after: int | None, rows: int, written: int, verified: int,
