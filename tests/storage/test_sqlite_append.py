@@ -21,6 +21,7 @@ from steerable_agent_runtime.history import RECORD_FORMAT_VERSION, validate_curr
 from steerable_agent_runtime.history_append import prepare_append
 from steerable_agent_runtime.maintenance import check
 from steerable_agent_runtime.storage.checksum import history_rows, row_crc
+from steerable_agent_runtime.storage import sqlite_append
 from steerable_agent_runtime.storage.sqlite_append import plain_rows
 from tests.helpers import run
 
@@ -119,6 +120,61 @@ def test_plain_batches_are_taken_unless_the_text_is_not_unicode(items, seq):
         assert len({row[4] for row, (_, _, at) in zip(fast[0], items) if at is not AT}) <= 1  # one stamp a batch
 
 
+_ESCAPED = {chr(c) for c in range(32)} | {'"', "\\"}
+_clean = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E, blacklist_characters='"\\'), max_size=40)
+_odd = st.sampled_from(sorted(_ESCAPED) + ["\x7f", "é", "✓", "\U0001f600", "\u2028", "\ud800", "\udfff", "/"])
+
+
+@st.composite
+def _near_clean(draw):
+    """ASCII text JSON does not escape, perhaps with one character that is escaped, not ASCII or
+    a lone surrogate put anywhere in it."""
+    text = draw(_clean)
+    if draw(st.integers(0, 2)) == 0:
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(_odd) + text[at:]
+    return text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool", "system"]), _near_clean(),
+                          st.sampled_from([AT, "2026-12-31T23:59:59.999999Z", None, "", _MISSING])),
+                min_size=1, max_size=30), _seqs(), st.sampled_from(["r", "chat ✓", 7]))
+def test_unescaped_text_and_each_character_that_needs_escaping_are_the_careful_paths(items, seq, record_id):
+    # The rows of text built unescaped, those of text with one character of each kind among
+    # them (escaped, not ASCII, a lone surrogate), and the ones built again escaped after the
+    # batch's text was looked at: the careful path's rows, dicts and errors, and the model's bytes.
+    entries = []
+    for role, content, at in items:
+        entries.append({"type": "item", "message": {"role": role, "content": content}})
+        if at is not _MISSING:
+            entries[-1]["at"] = at
+    fast = plain_rows(record_id, entries, seq)
+    assert (fast is None) == any(_lone_surrogate(content) for _, content, _ in items)
+    if fast is None:
+        return
+    assert _careful(record_id, _stamped(entries, fast[0]), seq) == fast
+    for row, wire in zip(*fast):
+        model = validate_current(dict(wire), "r", RECORD_FORMAT_VERSION)
+        assert row[5] == model.model_dump_json(by_alias=True, exclude_none=True)
+        assert row[6] == row_crc("history", (record_id, row[1]), row[5])
+
+
+def test_the_characters_left_unescaped_are_the_ones_pydantic_leaves():
+    # plain_rows writes a content unescaped when it holds none of the 34 characters; pydantic's
+    # serializer (the careful path's bytes) must escape exactly those and no other code point.
+    dump = sqlite_append._json_str
+    assert set(sqlite_append._RARE_ESCAPED) | {"\n", '"'} == _ESCAPED
+    assert len(sqlite_append._RARE_ESCAPED) == 32
+    for char in _ESCAPED:
+        assert dump(char) != b'"%s"' % char.encode()
+    others = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000 and chr(c) not in _ESCAPED)
+    assert dump(others) == b'"%s"' % others.encode()
+    for i in range(0, len(others), 4096):  # and one by one, so no character's escape depends on its neighbours
+        chunk = others[i:i + 4096]
+        assert b"".join(map(dump, chunk)) == b"".join(b'"%s"' % c.encode() for c in chunk)
+
+
 def _lone_surrogate(text):
     try:
         text.encode("utf-8")
@@ -164,6 +220,80 @@ def test_the_stored_bytes_are_the_careful_paths_and_check_agrees(tmp_path):
     assert {row[6] for row in _stored(tmp_path / "fast.db")} == {"text"}
     report = check(tmp_path / "fast.db")
     assert report.findings == [] and report.integrity_ok
+
+
+def _put_head(path, record_id, seq):
+    """A row at ``seq`` written with raw SQL (the careful path's row), so the next append starts after it."""
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.executemany("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         history_rows(record_id, prepare_append(record_id, [
+                             {"type": "item", "at": AT, "message": {"role": "user", "content": "head"}}], seq)))
+    conn.close()
+
+
+def test_rows_on_disk_are_the_careful_paths_for_every_kind_of_text(tmp_path):
+    # The stored rows (bytes, types, checksums, rowids) of appends through SqliteStorage, for text
+    # built unescaped, text with each character JSON escapes, text that is not ASCII, huge seqs
+    # (digit counts changing inside a batch), a non-plain entry with huge ints, and a batch
+    # refused for a lone surrogate, equal those of the careful path's rows written with raw SQL.
+    odd = sorted(_ESCAPED) + ["\x7f", "é", "✓", "\U0001f600", "\u2028", "/", "'"]
+    texts = ["plain ascii text.", "", "a", *(f"before {c} after" for c in odd), *(f"{c}" for c in odd),
+             "tab\tand \\ back", "x" * 3000, "ünïcödé ✓ \U0001f600 and \"quotes\"\n"]
+    batches = [[{"type": "item", "at": AT, "message": {"role": ("user", "assistant")[i % 2], "content": t}}
+                for i, t in enumerate(texts)],
+               [{"type": "item", "message": {"role": "user", "content": t}} for t in texts[:3]],
+               [{"type": "item", "at": f"2026-01-0{1 + i % 3}T00:00:00.000000Z", "message": {"role": "tool", "content": t}}
+                for i, t in enumerate(reversed(texts))],
+               [{"type": "item", "message": {"role": "assistant", "content": None,
+                                             "toolCalls": [{"id": "c1", "name": "f", "arguments": {"n": 10**30, "m": -2**70}}]}}],
+               [{"type": "item", "at": AT, "message": {"role": "user", "content": "clean " * 40}} for _ in range(50)]]
+    records = {"r": 1, "chat ✓": 10**18 - 30, "big": 2**63 - 1000}
+
+    async def go():
+        fast = SqliteStorage(tmp_path / "fast.db")
+        await fast.close()
+        for record_id, seq in records.items():
+            if seq > 1:
+                _put_head(tmp_path / "fast.db", record_id, seq - 1)
+        fast = SqliteStorage(tmp_path / "fast.db")
+        returned = {}
+        for record_id in records:
+            for batch in batches:
+                returned.setdefault(record_id, []).append(await fast.append_history(record_id, batch))
+            try:
+                await fast.append_history(record_id, [{"type": "item", "message": {"role": "user", "content": "ok"}},
+                                                      {"type": "item", "message": {"role": "user", "content": "\udc80"}}])
+            except RecordFormatError as exc:
+                assert "lone surrogate" in str(exc)
+            else:
+                raise AssertionError("a lone surrogate was appended")
+        await fast.close()
+        careful = SqliteStorage(tmp_path / "careful.db")
+        await careful.close()
+        for record_id, seq in records.items():
+            if seq > 1:
+                _put_head(tmp_path / "careful.db", record_id, seq - 1)
+        conn = sqlite3.connect(tmp_path / "careful.db")
+        for record_id, seq in records.items():
+            for batch, got in zip(batches, returned[record_id]):
+                # the entries given no at take the stamp the append gave them (one per batch)
+                stamped = [entry if entry.get("at") else {**entry, "at": wire["at"]} for entry, wire in zip(batch, got)]
+                prepared = prepare_append(record_id, stamped, seq)
+                assert [p.wire for p in prepared] == got
+                rows = history_rows(record_id, prepared)
+                with conn:
+                    conn.executemany("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                seq += len(batch)
+        conn.close()
+
+    run(go())
+    assert _stored(tmp_path / "fast.db") == _stored(tmp_path / "careful.db")
+    assert {row[6] for row in _stored(tmp_path / "fast.db")} == {"text"}
+    assert max(row[2] for row in _stored(tmp_path / "fast.db")) > 2**63 - 900
+    report = check(tmp_path / "fast.db")  # the two records started high have their seqs from 1 missing, nothing else
+    assert sorted((f.code, f.record_id) for f in report.findings) == [("record-seq-gap", "big"), ("record-seq-gap", "chat ✓")]
+    assert report.integrity_ok
 
 
 def test_a_batch_with_one_entry_it_declines_is_the_careful_paths_error(tmp_path):

@@ -8,16 +8,23 @@ every input (a property test in tests/storage/test_sqlite_append.py holds them e
 included). It decides nothing it is not sure of: any other entry, or text that is not valid
 Unicode, makes it return None, and the caller takes the careful path, which raises the usual
 errors. What it saves against that path (measured in BENCHMARKS.md, "The append path, fourth
-pass"):
+pass" and "fifth pass"):
 
-- each content string is escaped by pydantic's own JSON string serializer (the one
+- ASCII text that holds none of the 34 characters JSON escapes (U+0000-U+001F, ``"`` and
+  ``\\``) is its own JSON string body, so its row is built as text directly, the content between
+  the quotes as it is, and the UTF-8 bytes for the checksum are one ``encode`` of that text (a
+  copy, for ASCII). Each content is tested as it is reached for what real text that needs
+  escaping mostly holds (``str.isascii``, which costs nothing, then a newline and a quote: a
+  memchr each); the other 32 characters are looked for once, in the text of all the rows built
+  that way joined, and the rows whose content holds one are built again, escaped.
+- Any other text is escaped by pydantic's own JSON string serializer (the one
   ``model_dump_json`` runs for the field, so the bytes are the careful path's by construction,
   at about a third of the instructions of json's C encoder), which also refuses a lone
-  surrogate: no separate surrogate scan;
-- the row's UTF-8 bytes are joined once from constant parts (the role's and the timestamp's
-  parts made once, not per entry), the checksum is taken over those bytes and the text bound
-  for the insert is their decode: no second encode for the CRC, no PreparedEntry per entry;
-  the row tuple and the returned dict are built in the same pass;
+  surrogate, and the text bound for the insert is the decode of the row's bytes.
+- the row's parts that do not change (the head, the at's and the role's parts) are made once
+  per at and role, the checksum is taken over the row's UTF-8 bytes, and the row tuple and the
+  returned dict are built in the same pass; the record id's and the seq's tag are hashed once
+  per batch / digit count;
 - an entry's ``at`` is checked once per distinct string object (a batch usually shares one).
 """
 
@@ -33,34 +40,42 @@ from ..models import CHAT_ROLES, is_stored_timestamp, utc_now
 from .checksum import identity_bytes
 
 Row = tuple[Any, int, int, str, str, str, int]
+Rows = tuple[list[Row], list[dict[str, Any]]]
 
 _json_str = SchemaSerializer(core_schema.str_schema()).to_json
 """A str as a JSON string (UTF-8 bytes), as pydantic writes a str field in ``model_dump_json``;
-raises on a lone surrogate."""
+raises on a lone surrogate. It escapes exactly U+0000-U+001F, ``"`` and ``\\`` and writes every
+other code point as its UTF-8 bytes (tests/storage/test_sqlite_append.py checks each one)."""
 
 _V = RECORD_FORMAT_VERSION
-_HEAD = f'{{"v":{_V},"type":"item","seq":'.encode()
+_HEAD = f'{{"v":{_V},"type":"item","seq":'
+_HEAD_B = _HEAD.encode()
 _ROLE_PART = {role: f',"message":{{"role":"{role}","content":'.encode() for role in CHAT_ROLES}
 """Each chat role's part of the text (a role is ASCII and needs no escaping)."""
+_RARE_ESCAPED = "\\\t\r" + "".join(chr(c) for c in range(32) if chr(c) not in "\n\t\r")
+"""The characters JSON escapes other than the newline and the quote :func:`plain_rows` tests each
+content for: looked for once, in the batch's unescaped text joined."""
 _NONE = object()
 
 
-def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> tuple[list[Row], list[dict[str, Any]]] | None:
+def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> Rows | None:
     """The insert rows ``(record_id, seq, v, type, at, data, crc)`` and the returned dicts of
     ``entries`` appended from ``next_seq``, or None when any entry is not a plain item given as
     a dict with exactly ``type`` and ``message`` (``role``, str ``content``) and perhaps ``at``,
     or holds text that is not valid Unicode (the careful path decides those, and raises).
     Raises nothing of its own."""
-    crc32, dump, head, roles = zlib.crc32, _json_str, _HEAD, _ROLE_PART
+    crc32, dump, head, head_b, roles = zlib.crc32, _json_str, _HEAD, _HEAD_B, _ROLE_PART
     start = crc32(identity_bytes((record_id,)))  # the record id's part of every row's checksum
     rows: list[Row] = []
     wires: list[dict[str, Any]] = []
+    unescaped: list[str] = []  # the contents of the rows built unescaped
     seq = next_seq
     digits, bound = len(str(seq)), 10 ** len(str(seq))  # seq's digit count, and the seq that adds one
     start_seq = crc32(b"i%d:" % digits, start)  # ... and the seq's tag and length
     now: str | None = None
-    last: Any = _NONE  # the last at taken (a str in stored form), whose text is at_part
+    last: Any = _NONE  # the last at taken (a str in stored form); at_part and mids: its texts
     at_part = b""
+    mids: dict[str, str] = {}  # per role, the text between the seq and an unescaped content
     try:  # a missing key is a KeyError (only exact dicts are subscripted: no __missing__ runs)
         for entry in entries:
             # Only exact dicts and strs are looked at, so no test here runs a caller's code.
@@ -83,7 +98,7 @@ def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> tuple[list[
                 elif not is_stored_timestamp(at):  # False for anything but a str in stored form
                     return None
                 if at is not last:
-                    last, at_part = at, b',"at":"%s"' % at.encode()
+                    last, at_part, mids = at, b',"at":"%s"' % at.encode(), {}
             role, content = message["role"], message["content"]
             if type(role) is not str or type(content) is not str:
                 return None
@@ -93,13 +108,44 @@ def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> tuple[list[
             if seq >= bound:
                 digits, bound = digits + 1, bound * 10
                 start_seq = crc32(b"i%d:" % digits, start)
-            seq_text = b"%d" % seq
-            # pydantic's str serializer raises ValueError (PydanticSerializationError) on a lone
-            # surrogate; otherwise it gives valid UTF-8, so the bytes and the text are the careful path's
-            raw = b"".join((head, seq_text, at_part, role_part, dump(content), b"}}"))
-            rows.append((record_id, seq, _V, "item", at, raw.decode(), crc32(raw, crc32(seq_text, start_seq))))
+            if content.isascii() and "\n" not in content and '"' not in content:
+                mid = mids.get(role)
+                if mid is None:
+                    mid = mids[role] = f',"at":"{at}","message":{{"role":"{role}","content":"'
+                seq_text = str(seq)
+                data = f'{head}{seq_text}{mid}{content}"}}}}'
+                rows.append((record_id, seq, _V, "item", at, data, crc32(data.encode(), crc32(seq_text.encode(), start_seq))))
+                unescaped.append(content)
+            else:
+                seq_text_b = b"%d" % seq
+                # pydantic's str serializer raises ValueError (PydanticSerializationError) on a lone
+                # surrogate; otherwise it gives valid UTF-8, so the bytes and the text are the careful path's
+                raw = b"".join((head_b, seq_text_b, at_part, role_part, dump(content), b"}}"))
+                rows.append((record_id, seq, _V, "item", at, raw.decode(), crc32(raw, crc32(seq_text_b, start_seq))))
             wires.append({"v": _V, "type": "item", "seq": seq, "at": at, "message": {"role": role, "content": content}})
             seq += 1
     except (KeyError, ValueError):  # not the plain form, or text that is not valid Unicode
         return None
+    text = "".join(unescaped)
+    found = [char for char in _RARE_ESCAPED if char in text]  # all 32 looked for in one text
+    if found:
+        _escape_again(record_id, rows, wires, found, start)
     return rows, wires
+
+
+def _escape_again(record_id: Any, rows: list[Row], wires: list[dict[str, Any]], found: list[str], start: int) -> None:
+    """Build again, escaped, each row of ``rows`` whose content holds one of ``found``: the rows
+    built unescaped that needed escaping, and perhaps rows built escaped already (built the same
+    again). Only ASCII text can need it here: nothing to refuse. ``start`` is the checksum of the
+    record id's part."""
+    for i, wire in enumerate(wires):
+        content = wire["message"]["content"]
+        for char in found:
+            if char in content:
+                seq, at = wire["seq"], wire["at"]
+                seq_text = b"%d" % seq
+                raw = b"".join((_HEAD_B, seq_text, b',"at":"%s"' % at.encode(), _ROLE_PART[wire["message"]["role"]],
+                                _json_str(content), b"}}"))
+                crc = zlib.crc32(raw, zlib.crc32(b"i%d:%s" % (len(seq_text), seq_text), start))
+                rows[i] = (record_id, seq, _V, "item", at, raw.decode(), crc)
+                break
