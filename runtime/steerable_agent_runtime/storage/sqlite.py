@@ -115,20 +115,10 @@ class SqliteStorage:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    @contextmanager
-    def _damage_as_error(self) -> Iterator[None]:
+    def _damage_as_error(self) -> _DamageAsError:
         """Turn SQLite's damage and access errors into DatabaseDamagedError (with the salvage
         hint) and StoreAccessError (storage/dberrors.py decides, by result code)."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            error = as_store_error(exc, self.path)
-            if error is None and isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-                # a constraint or datatype error on our own statements: the file is not what we wrote
-                error = DatabaseDamagedError(f"{self.path}: SQLite reports damage: {exc}", path=str(self.path))
-            if error is None:
-                raise
-            raise error from exc
+        return _DamageAsError(self.path)
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -243,7 +233,8 @@ class SqliteStorage:
     # history --------------------------------------------------------------------------
     async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         entries = list(entries)
-        with self._write() as conn:
+        # _write, inlined: one generator context fewer per append (~10 k instructions)
+        with self._lock, self._damage_as_error(), transaction(self.conn) as conn:
             head = conn.execute("SELECT max(seq) FROM history WHERE record_id = ?", (record_id,)).fetchone()[0]
             plain = plain_rows(record_id, entries, (head or 0) + 1)
             if plain is None:  # not all plain items: the careful path (it raises the errors)
@@ -294,6 +285,29 @@ class SqliteStorage:
             per_chat[row[-1]].append(row[:-1])
         validate = AgentSession.model_validate_json
         return [validate(_verified("sessions", row)) for chat_id in chats for row in per_chat[chat_id]]
+
+
+class _DamageAsError:
+    """SqliteStorage._damage_as_error's context (a class: cheaper to enter than a generator's)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if kind is None or not issubclass(kind, sqlite3.Error):
+            return False
+        error = as_store_error(exc, self.path)
+        if error is None and issubclass(kind, sqlite3.DatabaseError) and not issubclass(kind, sqlite3.OperationalError):
+            # a constraint or datatype error on our own statements: the file is not what we wrote
+            error = DatabaseDamagedError(f"{self.path}: SQLite reports damage: {exc}", path=str(self.path))
+        if error is None:
+            return False  # the exception propagates as it is
+        raise error from exc
 
 
 _INSERT_HISTORY = "INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)"
