@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import make_store  # noqa: E402
 
 from steerable_agent_runtime import SqliteStorage  # noqa: E402
-from steerable_agent_runtime.storage.sqlite_append import plain_rows  # noqa: E402
+from steerable_agent_runtime.history import RECORD_FORMAT_VERSION  # noqa: E402
+from steerable_agent_runtime.storage.sqlite_append import INSERT_PLAIN, plain_rows  # noqa: E402
 from steerable_agent_runtime.storage.schema import create_schema  # noqa: E402
 
 INSERT = "INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -65,11 +66,12 @@ def measure(batches: int, synchronous: str) -> dict[str, float]:
             t2 = clock()
             rows, _ = plain_rows(record, batch, (head or 0) + 1)  # type: ignore[misc]
             t3 = clock()
-            conn.executemany(INSERT, rows)
+            conn.executemany(INSERT_PLAIN, rows)  # v and type are its constants
             t4 = clock()
             txn.__exit__(None, None, None)
             t5 = clock()
-            theirs = [(record, row[1] + 10**9, *row[2:]) for row in rows]  # built before its clock starts
+            theirs = [(record, row[1] + 10**9, RECORD_FORMAT_VERSION, "item", *row[2:])  # built before its clock starts
+                      for row in rows]
             b0 = clock()
             base.execute("BEGIN IMMEDIATE")
             b1 = clock()

@@ -73,7 +73,26 @@ def _careful(record_id, entries, seq):
         prepared = prepare_append(record_id, entries, seq)
     except (RecordFormatError, TypeError) as exc:
         return type(exc), str(exc)
-    return history_rows(record_id, prepared), [p.wire for p in prepared]
+    return [_plain_shape(row) for row in history_rows(record_id, prepared)], [p.wire for p in prepared]
+
+
+def _plain_shape(row):
+    """A history row as plain_rows gives it (without v and type, INSERT_PLAIN's constants) when it
+    is a current item's row; any other row as it is (so it cannot equal a plain row)."""
+    return (row[0], row[1], row[4], row[5], row[6]) if row[2:4] == (RECORD_FORMAT_VERSION, "item") else row
+
+
+def test_the_plain_insert_writes_the_constants_history_rows_binds():
+    # INSERT_PLAIN writes v and type as constants; they are what every plain row of the
+    # careful path binds, and SQLite stores a constant as it stores the bound value.
+    rows = history_rows("r", prepare_append("r", [{"type": "item", "message": {"role": "user", "content": "x"}}], 1))
+    assert [row[2:4] for row in rows] == [(RECORD_FORMAT_VERSION, "item")]
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE history (record_id, seq, v, type, at, data, crc)")
+    conn.execute(sqlite_append.INSERT_PLAIN, ("r", 1, "a", "d", 2))
+    conn.execute("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?)", ("r", 1, RECORD_FORMAT_VERSION, "item", "a", "d", 2))
+    assert conn.execute("SELECT DISTINCT typeof(v), v, typeof(type), hex(type) FROM history").fetchall() == [
+        ("integer", RECORD_FORMAT_VERSION, "text", "item".encode().hex().upper())]
 
 
 def _stamped(entries, rows):
@@ -81,7 +100,7 @@ def _stamped(entries, rows):
     out = []
     for entry, row in zip(entries, rows):
         if type(entry) is dict and not entry.get("at"):
-            entry = {**entry, "at": row[4]}
+            entry = {**entry, "at": row[2]}
         out.append(entry)
     return out
 
@@ -96,8 +115,8 @@ def test_plain_rows_are_the_careful_paths_or_nothing(entries, seq, record_id):
     assert _careful(record_id, _stamped(entries, rows), seq) == (rows, wires)
     for row, wire in zip(rows, wires):  # and the model's own bytes, not only prepare_append's
         model = validate_current(dict(wire), record_id, RECORD_FORMAT_VERSION)
-        assert row[5] == model.model_dump_json(by_alias=True, exclude_none=True)
-        assert row[6] == row_crc("history", (record_id, row[1]), row[5])
+        assert row[3] == model.model_dump_json(by_alias=True, exclude_none=True)
+        assert row[4] == row_crc("history", (record_id, row[1]), row[3])
 
 
 @settings(max_examples=200, deadline=None)
@@ -117,7 +136,7 @@ def test_plain_batches_are_taken_unless_the_text_is_not_unicode(items, seq):
         assert careful[0] is RecordFormatError and "lone surrogate" in careful[1]
     else:
         assert careful == fast
-        assert len({row[4] for row, (_, _, at) in zip(fast[0], items) if at is not AT}) <= 1  # one stamp a batch
+        assert len({row[2] for row, (_, _, at) in zip(fast[0], items) if at is not AT}) <= 1  # one stamp a batch
 
 
 _ESCAPED = {chr(c) for c in range(32)} | {'"', "\\"}
@@ -156,8 +175,8 @@ def test_unescaped_text_and_each_character_that_needs_escaping_are_the_careful_p
     assert _careful(record_id, _stamped(entries, fast[0]), seq) == fast
     for row, wire in zip(*fast):
         model = validate_current(dict(wire), "r", RECORD_FORMAT_VERSION)
-        assert row[5] == model.model_dump_json(by_alias=True, exclude_none=True)
-        assert row[6] == row_crc("history", (record_id, row[1]), row[5])
+        assert row[3] == model.model_dump_json(by_alias=True, exclude_none=True)
+        assert row[4] == row_crc("history", (record_id, row[1]), row[3])
 
 
 def test_the_characters_left_unescaped_are_the_ones_pydantic_leaves():
@@ -186,8 +205,9 @@ def _lone_surrogate(text):
 def _stored(path):
     conn = sqlite3.connect(path)
     try:
-        return conn.execute("SELECT rowid, record_id, seq, v, type, at, typeof(data), hex(CAST(data AS BLOB)), crc"
-                            " FROM history ORDER BY rowid").fetchall()
+        return conn.execute("SELECT rowid, record_id, seq, v, type, at, typeof(data), hex(CAST(data AS BLOB)), crc,"
+                            " typeof(record_id), hex(CAST(record_id AS BLOB)), typeof(seq), typeof(v), typeof(type),"
+                            " hex(CAST(type AS BLOB)), typeof(at), typeof(crc) FROM history ORDER BY rowid").fetchall()
     finally:
         conn.close()
 

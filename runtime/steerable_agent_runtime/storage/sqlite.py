@@ -49,7 +49,7 @@ from .checksum import IDENTITY, current_checker, history_rows, identity_sql, row
 from .dberrors import as_store_error
 from .schema import CHECKPOINT_WHERE, SCHEMA_VERSION, has_fts
 from .search import SEARCH_CANDIDATES, matching_chats
-from .sqlite_append import plain_rows
+from .sqlite_append import INSERT_PLAIN, plain_rows
 from .upgrade import UpgradeProgress, upgrade_store
 
 M = TypeVar("M", bound=WireModel)
@@ -237,11 +237,13 @@ class SqliteStorage:
         with self._lock, self._damage_as_error(), transaction(self.conn) as conn:
             head = conn.execute("SELECT max(seq) FROM history WHERE record_id = ?", (record_id,)).fetchone()[0]
             plain = plain_rows(record_id, entries, (head or 0) + 1)
-            if plain is None:  # not all plain items: the careful path (it raises the errors)
-                prepared = prepare_append(record_id, entries, (head or 0) + 1)
-                plain = history_rows(record_id, prepared), [p.wire for p in prepared]
-            conn.executemany(_INSERT_HISTORY, plain[0])
-        return plain[1]
+            if plain is not None:  # all plain items: v and type are the statement's constants
+                conn.executemany(INSERT_PLAIN, plain[0])
+                return plain[1]
+            # not all plain items: the careful path (it raises the errors)
+            prepared = prepare_append(record_id, entries, (head or 0) + 1)
+            conn.executemany(_INSERT_HISTORY, history_rows(record_id, prepared))
+        return [p.wire for p in prepared]
 
     async def list_history(
         self, record_id: str, *, after_seq: int | None = None, until_seq: int | None = None,

@@ -39,8 +39,15 @@ from ..history import RECORD_FORMAT_VERSION
 from ..models import CHAT_ROLES, is_stored_timestamp, utc_now
 from .checksum import identity_bytes
 
-Row = tuple[Any, int, int, str, str, str, int]
+Row = tuple[Any, int, str, str, int]
 Rows = tuple[list[Row], list[dict[str, Any]]]
+
+INSERT_PLAIN = ("INSERT INTO history (record_id, seq, v, type, at, data, crc)"
+                f" VALUES (?, ?, {int(RECORD_FORMAT_VERSION)}, 'item', ?, ?, ?)")
+"""The insert of :func:`plain_rows`' rows: ``v`` and ``type`` are the same for every plain item,
+so they are written as constants of the statement, not bound per row (two binds fewer a row:
+~64 k instructions a batch of 50). SQLite stores them as it stores the bound values (the
+integer, the text 'item'), so the rows are the same byte for byte."""
 
 _json_str = SchemaSerializer(core_schema.str_schema()).to_json
 """A str as a JSON string (UTF-8 bytes), as pydantic writes a str field in ``model_dump_json``;
@@ -59,8 +66,9 @@ _NONE = object()
 
 
 def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> Rows | None:
-    """The insert rows ``(record_id, seq, v, type, at, data, crc)`` and the returned dicts of
-    ``entries`` appended from ``next_seq``, or None when any entry is not a plain item given as
+    """The insert rows ``(record_id, seq, at, data, crc)`` for :data:`INSERT_PLAIN` (history_rows'
+    rows without ``v`` and ``type``: RECORD_FORMAT_VERSION and "item" for all of them) and the
+    returned dicts of ``entries`` appended from ``next_seq``, or None when any entry is not a plain item given as
     a dict with exactly ``type`` and ``message`` (``role``, str ``content``) and perhaps ``at``,
     or holds text that is not valid Unicode (the careful path decides those, and raises).
     Raises nothing of its own."""
@@ -114,14 +122,14 @@ def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> Rows | None
                     mid = mids[role] = f',"at":"{at}","message":{{"role":"{role}","content":"'
                 seq_text = str(seq)
                 data = f'{head}{seq_text}{mid}{content}"}}}}'
-                rows.append((record_id, seq, _V, "item", at, data, crc32(data.encode(), crc32(seq_text.encode(), start_seq))))
+                rows.append((record_id, seq, at, data, crc32(data.encode(), crc32(seq_text.encode(), start_seq))))
                 unescaped.append(content)
             else:
                 seq_text_b = b"%d" % seq
                 # pydantic's str serializer raises ValueError (PydanticSerializationError) on a lone
                 # surrogate; otherwise it gives valid UTF-8, so the bytes and the text are the careful path's
                 raw = b"".join((head_b, seq_text_b, at_part, role_part, dump(content), b"}}"))
-                rows.append((record_id, seq, _V, "item", at, raw.decode(), crc32(raw, crc32(seq_text_b, start_seq))))
+                rows.append((record_id, seq, at, raw.decode(), crc32(raw, crc32(seq_text_b, start_seq))))
             wires.append({"v": _V, "type": "item", "seq": seq, "at": at, "message": {"role": role, "content": content}})
             seq += 1
     except (KeyError, ValueError):  # not the plain form, or text that is not valid Unicode
@@ -147,5 +155,5 @@ def _escape_again(record_id: Any, rows: list[Row], wires: list[dict[str, Any]], 
                 raw = b"".join((_HEAD_B, seq_text, b',"at":"%s"' % at.encode(), _ROLE_PART[wire["message"]["role"]],
                                 _json_str(content), b"}}"))
                 crc = zlib.crc32(raw, zlib.crc32(b"i%d:%s" % (len(seq_text), seq_text), start))
-                rows[i] = (record_id, seq, _V, "item", at, raw.decode(), crc)
+                rows[i] = (record_id, seq, at, raw.decode(), crc)
                 break
