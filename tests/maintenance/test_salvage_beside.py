@@ -135,3 +135,24 @@ def test_a_read_error_under_a_failed_check_is_the_checks_to_report(tmp_path: Pat
     report = salvage(tmp_path / "s.db", tmp_path / "out.jsonl")
     assert spy.started == 1 and spy.plain == 2  # beside: thrown away; check first: read error; page reader
     assert report.method == "page-reader" and report.damage["sqlite_read_failed"] == 1
+
+
+def test_without_a_thread_for_the_check_it_runs_in_the_parent_first(tmp_path: Path, two_workers,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    _rows, _ = build_store(tmp_path / "s.db", seed=6, chats=3, entries=15)
+    with monkeypatch.context() as m:
+        _Spy(m, beside=False)
+        first = _salvage(tmp_path / "s.db", tmp_path / "first.jsonl")
+    real_start = threading.Thread.start
+
+    def no_thread(thread: threading.Thread) -> None:
+        if thread.name == "salvage-quick-check":
+            raise RuntimeError("can't start new thread")
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    spy = _Spy(monkeypatch)
+    assert _salvage(tmp_path / "s.db", tmp_path / "beside.jsonl") == first
+    assert spy.started == 1 and spy.plain == 0

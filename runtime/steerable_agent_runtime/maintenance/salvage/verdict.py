@@ -35,8 +35,13 @@ class BesideCheck:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._check, name="salvage-quick-check", daemon=True)
-        self._thread.start()
+        """Start the check in its thread (where no thread can be started: run it here, now)."""
+        thread = threading.Thread(target=self._check, name="salvage-quick-check", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # "can't start new thread"
+            self._check()
+        self._thread = thread
 
     def _check(self) -> None:
         try:
@@ -51,7 +56,7 @@ class BesideCheck:
                 with self._lock:
                     self._conn = None
                 conn.close()
-        except BaseException:  # noqa: BLE001 - any failure to finish the check is "not sound"
+        except Exception:  # noqa: BLE001 - any failure to finish the check is "not sound"
             self._sound = False
         finally:
             self._done.set()
