@@ -72,7 +72,7 @@ def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> Rows | None
     a dict with exactly ``type`` and ``message`` (``role``, str ``content``) and perhaps ``at``,
     or holds text that is not valid Unicode (the careful path decides those, and raises).
     Raises nothing of its own."""
-    crc32, dump, head, head_b, roles = zlib.crc32, _json_str, _HEAD, _HEAD_B, _ROLE_PART
+    crc32, dump, head, head_b, roles, v = zlib.crc32, _json_str, _HEAD, _HEAD_B, _ROLE_PART, _V
     start = crc32(identity_bytes((record_id,)))  # the record id's part of every row's checksum
     rows: list[Row] = []
     wires: list[dict[str, Any]] = []
@@ -110,27 +110,29 @@ def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> Rows | None
             role, content = message["role"], message["content"]
             if type(role) is not str or type(content) is not str:
                 return None
-            role_part = roles.get(role)  # None: not one of CHAT_ROLES
-            if role_part is None:
-                return None
             if seq >= bound:
                 digits, bound = digits + 1, bound * 10
                 start_seq = crc32(b"i%d:" % digits, start)
             if content.isascii() and "\n" not in content and '"' not in content:
-                mid = mids.get(role)
+                mid = mids.get(role)  # the text between the seq and the content
                 if mid is None:
+                    if role not in roles:  # not one of CHAT_ROLES
+                        return None
                     mid = mids[role] = f',"at":"{at}","message":{{"role":"{role}","content":"'
                 seq_text = str(seq)
                 data = f'{head}{seq_text}{mid}{content}"}}}}'
                 rows.append((record_id, seq, at, data, crc32(data.encode(), crc32(seq_text.encode(), start_seq))))
                 unescaped.append(content)
             else:
+                role_part = roles.get(role)  # None: not one of CHAT_ROLES
+                if role_part is None:
+                    return None
                 seq_text_b = b"%d" % seq
                 # pydantic's str serializer raises ValueError (PydanticSerializationError) on a lone
                 # surrogate; otherwise it gives valid UTF-8, so the bytes and the text are the careful path's
                 raw = b"".join((head_b, seq_text_b, at_part, role_part, dump(content), b"}}"))
                 rows.append((record_id, seq, at, raw.decode(), crc32(raw, crc32(seq_text_b, start_seq))))
-            wires.append({"v": _V, "type": "item", "seq": seq, "at": at, "message": {"role": role, "content": content}})
+            wires.append({"v": v, "type": "item", "seq": seq, "at": at, "message": {"role": role, "content": content}})
             seq += 1
     except (KeyError, ValueError):  # not the plain form, or text that is not valid Unicode
         return None
