@@ -34,6 +34,11 @@ _role = st.one_of(st.sampled_from(["user", "assistant", "tool", "system"]),
 _at = st.one_of(st.just(AT), st.just("2026-02-30T00:00:00.000000Z"), st.just("2026-01-01T00:00:00Z"),
                 st.sampled_from([None, "", 0, False, 1.5]), st.just("2026-12-31T23:59:59.999999Z"))
 _MISSING = object()
+_ITEM_COPY = "".join(["it", "em"])  # equal to "item", not the interned object (as json.loads gives it)
+
+
+class _Text(str):
+    """A str subclass: never taken as plain text."""
 
 
 @st.composite
@@ -46,7 +51,8 @@ def _entry(draw):
         message[draw(st.sampled_from(["name", "toolCallId", "x"]))] = "n"
     if draw(st.integers(0, 9)) == 0:
         del message[draw(st.sampled_from(["role", "content"]))]
-    entry = {"type": draw(st.sampled_from(["item", "item", "item", "seed", "Item"])), "message": message}
+    entry = {"type": draw(st.sampled_from(["item", "item", "item", "seed", "Item", _ITEM_COPY, _Text("item")])),
+             "message": message}
     at = draw(st.one_of(st.just(_MISSING), _at))
     if at is not _MISSING:
         entry["at"] = at
@@ -192,6 +198,19 @@ def test_the_characters_left_unescaped_are_the_ones_pydantic_leaves():
     for i in range(0, len(others), 4096):  # and one by one, so no character's escape depends on its neighbours
         chunk = others[i:i + 4096]
         assert b"".join(map(dump, chunk)) == b"".join(b'"%s"' % c.encode() for c in chunk)
+
+
+def test_the_type_is_decided_by_its_value_not_by_the_object():
+    # "item" as the interned literal, as an equal str made at run time, as a str subclass, and
+    # other names: the same rows as the careful path, or declined.
+    for kind in ("item", _ITEM_COPY, _Text("item"), "seed", "Item", "item ", "", None, 1, ["item"]):
+        entries = [{"type": "item", "at": AT, "message": {"role": "user", "content": "a"}},
+                   {"type": kind, "at": AT, "message": {"role": "user", "content": "b"}}]
+        fast = plain_rows("r", entries, 1)
+        if kind == "item" and type(kind) is str:
+            assert fast is not None and fast == _careful("r", entries, 1)
+        else:
+            assert fast is None, kind
 
 
 def _lone_surrogate(text):

@@ -72,7 +72,7 @@ def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> Rows | None
     a dict with exactly ``type`` and ``message`` (``role``, str ``content``) and perhaps ``at``,
     or holds text that is not valid Unicode (the careful path decides those, and raises).
     Raises nothing of its own."""
-    crc32, dump, head, head_b, roles, v = zlib.crc32, _json_str, _HEAD, _HEAD_B, _ROLE_PART, _V
+    crc32, dump, head, head_b, roles, v, item = zlib.crc32, _json_str, _HEAD, _HEAD_B, _ROLE_PART, _V, "item"
     start = crc32(identity_bytes((record_id,)))  # the record id's part of every row's checksum
     rows: list[Row] = []
     wires: list[dict[str, Any]] = []
@@ -90,7 +90,8 @@ def plain_rows(record_id: Any, entries: list[Any], next_seq: int) -> Rows | None
             if type(entry) is not dict:
                 return None
             message, kind, size = entry["message"], entry["type"], len(entry)
-            if type(message) is not dict or len(message) != 2 or type(kind) is not str or kind != "item":
+            # kind is item: the interned "item" every literal is (the two tests after it decide the rest)
+            if type(message) is not dict or len(message) != 2 or kind is not item and (type(kind) is not str or kind != item):
                 return None
             if size == 3:
                 at = entry["at"]
