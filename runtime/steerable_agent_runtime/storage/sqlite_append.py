@@ -5,10 +5,11 @@ together with the returned dicts, for the entry form most callers append (a plai
 ``{"type": "item", "message": {"role": ..., "content": <str>}}``, perhaps with an ``at``): the
 same rows (record id, seq, v, type, at, canonical JSON text, checksum) and the same dicts, for
 every input (a property test in tests/storage/test_sqlite_append.py holds them equal, errors
-included). It decides nothing it is not sure of: any other entry, or text that is not valid
-Unicode, makes it return None, and the caller takes the careful path, which raises the usual
-errors. What it saves against that path (measured in BENCHMARKS.md, "The append path, fourth
-pass" and "fifth pass"):
+included; its rows leave out ``v`` and ``type``, which :data:`INSERT_PLAIN` writes as constants).
+It decides nothing it is not sure of: any other entry, or text that is not valid Unicode, makes
+it return None, and the caller takes the careful path, which raises the usual errors. What it
+saves against that path (measured in BENCHMARKS.md, "The append path, fourth pass" and "fifth
+pass"):
 
 - ASCII text that holds none of the 34 characters JSON escapes (U+0000-U+001F, ``"`` and
   ``\\``) is its own JSON string body, so its row is built as text directly, the content between
