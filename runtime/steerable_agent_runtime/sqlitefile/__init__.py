@@ -5,10 +5,23 @@ file (overlaid with the committed frames of its WAL, :mod:`.wal`), :mod:`.btree`
 the freelist and loose pages, :mod:`.record` decodes varints and cell records.
 """
 
-from .btree import Cell, leaf_cells, loose_leaf_pages, read_schema, walk_freelist, walk_tree
-from .pages import SqliteFile, detect_page_size
-from .record import decode_record, read_varint
-from .wal import WalScan, scan_wal, wal_checksum
+from importlib import import_module
+from typing import Any
 
-__all__ = ["Cell", "SqliteFile", "WalScan", "decode_record", "detect_page_size", "leaf_cells", "loose_leaf_pages",
-           "read_schema", "read_varint", "scan_wal", "walk_freelist", "walk_tree", "wal_checksum"]
+_WHERE = {"Cell": "btree", "leaf_cells": "btree", "loose_leaf_pages": "btree", "read_schema": "btree",
+          "walk_freelist": "btree", "walk_tree": "btree", "SqliteFile": "pages", "detect_page_size": "pages",
+          "decode_record": "record", "read_varint": "record", "WalScan": "wal", "scan_wal": "wal",
+          "wal_checksum": "wal"}
+"""Each public name's module. They are imported on first use: the store opener needs only
+:mod:`.pinned` (a process that never reads a damaged file, the sidecar, skips the reader)."""
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
