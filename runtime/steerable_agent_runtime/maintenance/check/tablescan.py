@@ -29,7 +29,7 @@ from typing import Any
 from ...storage.schema import TABLES
 from ...storage.dberrors import kind
 from ..codes import FindingLog
-from ..workers import Chunking, fork_pool, fork_workers, rowid_ranges
+from ..workers import Chunking, fork_pool, fork_workers, rowid_bounds_sql, rowid_ranges
 from ..readonly import lenient_text
 from .rows import RecordStats, scan_entities, scan_history
 
@@ -158,7 +158,7 @@ def _spans(conn: sqlite3.Connection, tables: list[str]) -> dict[str, tuple[int, 
     spans = {}
     try:
         for table in tables:
-            low, high = conn.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+            low, high = conn.execute(rowid_bounds_sql(table)).fetchone()
             spans[table] = (low or 0, high or 0, (high - low + 1) if high is not None else 0)
     except (sqlite3.DatabaseError, UnicodeDecodeError):
         return None
