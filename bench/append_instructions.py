@@ -73,14 +73,20 @@ def child(tree: Path, side: str, batches: int) -> None:
     collections.deque(itertools.starmap(one, [(rep,) for rep in range(batches)]), maxlen=0)
 
 
-def count(tree: Path, side: str, batches: int) -> int:
+def per_batch(script: str, tree: Path, case: str, batches: int, env: dict[str, str] | None = None) -> int:
+    """Instructions per batch of ``script --child TREE CASE BATCHES`` under callgrind, counted
+    only inside the C iterator that drives its measured loop (``starmap_next``)."""
     done = subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=starmap_next",
-                           "--callgrind-out-file=/dev/null", sys.executable, __file__, "--child", str(tree), side,
-                           str(batches)], capture_output=True, text=True, check=True)
+                           "--callgrind-out-file=/dev/null", sys.executable, script, "--child", str(tree), case,
+                           str(batches)], capture_output=True, text=True, check=True, env=env)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise SystemExit(f"no callgrind total in:\n{done.stderr[-2000:]}")
     return int(found.group(1)) // batches
+
+
+def count(tree: Path, side: str, batches: int) -> int:
+    return per_batch(__file__, tree, side, batches)
 
 
 def main() -> None:

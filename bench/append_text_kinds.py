@@ -19,8 +19,6 @@ import collections
 import os
 import itertools
 import random
-import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -50,13 +48,9 @@ def child(tree: Path, kind: str, batches: int) -> None:
 
 
 def count(tree: Path, kind: str, batches: int) -> int:
-    done = subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=starmap_next",
-                           "--callgrind-out-file=/dev/null", sys.executable, __file__, "--child", str(tree), kind,
-                           str(batches)], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if found is None:
-        raise SystemExit(f"no callgrind total in:\n{done.stderr[-2000:]}")
-    return int(found.group(1)) // batches
+    from append_instructions import per_batch  # (bench/ is on sys.path: this script's folder)
+
+    return per_batch(__file__, tree, kind, batches, env={**os.environ, "PYTHONHASHSEED": "0"})
 
 
 def main() -> None:
