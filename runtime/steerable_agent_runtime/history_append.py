@@ -159,12 +159,14 @@ def _sound_fields(fields: dict[str, Any]) -> bool:
         fields.get("tool_calls")
     if (call_id is not None and type(call_id) is not str) or (name is not None and type(name) is not str):
         return False
-    if content is not None and type(content) is not str and not _dicts_with_str_keys(content):
+    if content is not None and type(content) is not str and not dicts_with_str_keys(content):
         return False
-    return calls is None or _dicts_with_str_keys(calls)
+    return calls is None or dicts_with_str_keys(calls)
 
 
-def _dicts_with_str_keys(value: Any) -> bool:
+def dicts_with_str_keys(value: Any) -> bool:
+    """Whether ``value`` is a list of dicts whose keys are all exact strs (what a message's
+    content parts and tool calls must be to skip validation)."""
     if type(value) is not list:
         return False
     for part in value:  # loops, not all(): this runs for every message the loop appends
@@ -237,9 +239,9 @@ def _item_parts(message: LLMMessage, seq: int, at: str) -> tuple[str, dict[str, 
         if has_lone_surrogate(data):
             return None  # a lone surrogate: the dict path raises the usual error
         return data, {"v": RECORD_FORMAT_VERSION, "type": "item", "seq": seq, "at": at, "message": wire_message}
-    if content is not None and type(content) is not str and not _dicts_with_str_keys(content):
+    if content is not None and type(content) is not str and not dicts_with_str_keys(content):
         return None
-    if calls is not None and not _dicts_with_str_keys(calls):
+    if calls is not None and not dicts_with_str_keys(calls):
         return None
     if calls is not None and (content is None or type(content) is str):  # an assistant message calling tools
         return _calling_parts(seq, at, role, content, calls, call_id, name)
@@ -330,7 +332,7 @@ def item_snapshot(message: Any, seq: int, at: str) -> ItemSnapshot | None:
         return None
     if calls is None:
         return (seq, at, role, content, call_id, name, None)
-    if not _dicts_with_str_keys(calls):
+    if not dicts_with_str_keys(calls):
         return None
     try:
         calls_text = _dump_calls_json(calls).decode()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..history_append import dicts_with_str_keys
 from ..models import LLMMessage, ToolCall
 
 _new = object.__new__
@@ -60,7 +61,7 @@ def assistant_message(content: Any, tool_calls: Any = None) -> LLMMessage:
     """``LLMMessage(role="assistant", content=content, tool_calls=tool_calls)``, or without
     ``tool_calls`` (None: not passed) ``LLMMessage(role="assistant", content=content)``."""
     if CONSTRUCTIBLE and (content is None or type(content) is str) and (
-            tool_calls is None or (type(tool_calls) is list and _str_keyed_dicts(tool_calls))):
+            tool_calls is None or dicts_with_str_keys(tool_calls)):
         message = _new(LLMMessage)
         _set(message, "__dict__", {"role": "assistant", "content": content, "tool_calls": tool_calls,
                                    "tool_call_id": None, "name": None})
@@ -71,16 +72,6 @@ def assistant_message(content: Any, tool_calls: Any = None) -> LLMMessage:
     if tool_calls is None:
         return LLMMessage(role="assistant", content=content)
     return LLMMessage(role="assistant", content=content, tool_calls=tool_calls)
-
-
-def _str_keyed_dicts(values: list[Any]) -> bool:
-    for value in values:
-        if type(value) is not dict:
-            return False
-        for key in value:
-            if type(key) is not str:
-                return False
-    return True
 
 
 def wire_call(call: Any) -> dict[str, Any]:
