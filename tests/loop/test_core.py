@@ -310,6 +310,33 @@ def test_cancel_before_the_run_starts_is_honoured():
     assert completion(run_loop(loop, USER))["status"] == "completed"  # the cancel was consumed
 
 
+def test_a_cancel_made_in_pre_step_ends_the_round_before_the_request():
+    """cancel() called while pre_step runs (a host's hook, or another task during it): the turn
+    ends cancelled with no request sent, and what pre_step appended is in the record."""
+    from steerable_agent_runtime.loop import LoopHooks, PreStepAction
+
+    store = InMemoryStorage()
+    note = LLMMessage(role="user", content="a note from pre_step")
+    box: list[CoreLoop] = []
+
+    class CancellingHook(LoopHooks):
+        async def pre_step(self, transcript, ctx):
+            if len(box) == 1:  # the first turn only
+                box.append(ctx)
+                box[0].cancel()
+                return PreStepAction.proceed(appends=[note])
+            return None
+
+    provider = ScriptedProvider(["never sent"])
+    loop = CoreLoop(provider, storage=store, hooks=CancellingHook())
+    box.append(loop)
+    events = run_loop(loop, USER)
+    assert completion(events)["status"] == "cancelled"
+    assert provider.requests == [] and "llm_request" not in kinds(events)
+    assert run(resume_transcript(store, "c1"))[-1] == note
+    assert completion(run_loop(loop, USER))["status"] == "completed"  # the cancel was consumed
+
+
 def test_run_over_an_existing_record_that_differs_writes_a_seed():
     store = InMemoryStorage()
     run(store.append_history("c1", [{"type": "item", "message": {"role": "user", "content": "old"}}]))

@@ -67,7 +67,8 @@ class Turn:
 
     async def open_round(self) -> list[LoopEvent]:
         """A round after its steer messages, when a guard or a hook may act: the cancel and budget
-        guards, pre_step and a requested compaction (the caller then flushes)."""
+        guards, pre_step and a requested compaction (the caller then flushes). A cancel made while
+        those hooks ran ends the turn here, their appends in the record, before any request."""
         events: list[LoopEvent] = []
         if self.loop._cancel:
             events += await self.end("cancelled", "cancelled before the request", requested=False)
@@ -85,6 +86,8 @@ class Turn:
             rejected = str(exc)
         if rejected is not None:
             events += await self.end("failed", rejected, requested=False)
+        elif self.loop._cancel:  # cancel() called while pre_step or compact_now ran: nothing is sent
+            events += await self.end("cancelled", "cancelled before the request", requested=False)
         return events
 
     def _exhausted(self) -> dict[str, Any] | None:
