@@ -264,3 +264,30 @@ def test_a_percent_sign_in_a_record_or_chat_id_is_written_as_it_is():
                                            separators=(",", ":")), "right")
                 for chat in ("c%d-%s%%", "%") for key in ("m-1", "m%d")]
     _same_as_reference("messages", messages, None)
+
+
+def test_common_rows_are_decided_by_the_shape_validators_without_from_json(monkeypatch):
+    """The properties above could pass with every row parsed by from_json: count the parses."""
+    from steerable_agent_runtime.maintenance.salvage import live
+
+    parsed: list[bytes] = []
+    monkeypatch.setattr(live, "from_json", lambda data, **k: (parsed.append(data), from_json(data, **k))[1])
+    item = '{"v":2,"type":"item","seq":%d,"at":"%s","message":{"role":"user","content":"q\\" \\\\ é"}}'
+    call = ',"toolCalls":[{"id":"c1","type":"function"}]'
+    history = [("chat-0", seq, 2, "item", AT, item % (seq, AT), "right") for seq in (1, 2)]
+    history.append(("chat-0", 3, 2, "item", AT, (item % (3, AT))[:-2] + call + "}}", "wrong"))
+    history.append(("chat-0", 4, 2, "seed", AT, '{"v":2,"type":"seed","seq":4,"at":"%s"}' % AT, "right"))
+    conn = _store("history", history)
+    data, tally, _ = _export(write_live, conn, "history", None)
+    assert len(parsed) == 1 and b'"seed"' in parsed[0]  # only the seed entry is not the common shape
+    assert tally == {("history", "btree"): [4, 0, 0, 4, 3, 1]}
+    assert data == _export(reference_write_live, conn, "history", None)[0]
+    parsed.clear()
+    message = '{"id":"%s","chatId":"c-1","role":"user","content":"hi","createdAt":"%s"}'
+    rows = [(key, "c-1", AT, message % (key, AT), "right") for key in ("m-1", "m-2")]
+    rows.append(("m-3", "c-1", AT, (message % ("m-3", AT))[:-1] + ',"extra":1}', "right"))
+    conn = _store("messages", rows)
+    data, tally, _ = _export(write_live, conn, "messages", None)
+    assert len(parsed) == 1 and b'"extra"' in parsed[0]
+    assert tally == {("messages", "btree"): [3, 0, 0, 3, 3, 1]}
+    assert data == _export(reference_write_live, conn, "messages", None)[0]

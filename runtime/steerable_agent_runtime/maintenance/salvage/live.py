@@ -16,6 +16,9 @@ Per row, the checksum is row_checker's (the same check; a text key column fetche
 decided without it only when the row is the common shape whose validity is certain:
 history, a current-version ``item`` whose columns agree with its data and that
 rows.is_simple_item accepts; messages, the columns agreeing and models.is_plain_message.
+That shape is first tried by one call into pydantic-core (:mod:`.shapes`: parse and test
+together, no decoded object tested in Python); a row it refuses goes through ``from_json``
+and the tests above, as before, so the two ways give the same line (a property test).
 
 The caller sets the connection's text factory to ``str`` (a text column that is not UTF-8
 then raises sqlite3.OperationalError, and the caller reads the rest with the general loop).
@@ -33,6 +36,7 @@ from ...history import RECORD_FORMAT_VERSION
 from ...models import is_plain_message
 from ...storage.checksum import row_checker
 from .rows import LIVE_VALID, is_simple_item
+from .shapes import plain_message, simple_item
 
 _PLAIN_TEXT = re.compile(r"[ !#-\[\]-~]*").fullmatch
 """Printable ASCII without quote and backslash: JSON text that needs no escaping."""
@@ -69,6 +73,7 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                  version: int, ends: Ends, careful: Callable[[int], None], progress: Callable[[int], None]) -> None:
     """Write history rows after ``at.after`` (up to ``at.last``), updating ``at`` and ``counts``."""
     verify, valid_row, current = row_checker("history", version), LIVE_VALID["history"], RECORD_FORMAT_VERSION
+    simple = simple_item
     sql = "SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc, rowid" + _where(schema, "history", at)
     last_id: Any = _NOTHING
     quoted = key_head = item_line = None
@@ -83,6 +88,23 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                     key_head = b'{"table":"history","key":[' + quoted + b","
                     # The common row's line with the record's key (and the current v) in place.
                     item_line = _item_line(quoted, current)
+            try:
+                got = simple(data)
+            except (ValueError, TypeError):  # not that shape (or not JSON, not UTF-8, NULL): judged below
+                got = None
+            if (got is not None and item_line is not None and got["seq"] == seq and got["at"] == stamp
+                    and type(seq) is int and kind == "item" and type(v) is int and v == current and type(crc) is int
+                    and data.find(b"\n") < 0 and data.find(b"\t") < 0 and data.find(b"\r") < 0):
+                # The commonest row, decided without from_json: the first case below (shapes.simple_item).
+                ok = verify(record_id, seq, data, crc)
+                write(item_line % (seq, seq, stamp.encode(), crc, data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'),
+                                   valid_ends[ok]))
+                good += ok
+                rows += 1
+                after = rowid
+                if rows % 10000 == 0:
+                    progress(at.count + rows)
+                continue
             try:
                 raw = from_json(data, cache_strings="keys")
             except (ValueError, TypeError):  # not JSON, not UTF-8, or NULL: the careful path
@@ -128,7 +150,8 @@ def _item_line(quoted: bytes, version: int) -> bytes:
 def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: list[int], at: Place,
                  version: int, ends: Ends, careful: Callable[[int], None], progress: Callable[[int], None]) -> None:
     """Write messages rows after ``at.after`` (up to ``at.last``), updating ``at`` and ``counts``."""
-    verify, valid_row = row_checker("messages", version), LIVE_VALID["messages"]
+    verify, valid_row, plain = row_checker("messages", version), LIVE_VALID["messages"], plain_message
+    valid_end = (ends[False, True], ends[True, True])
     sql = "SELECT id, chat_id, created_at, CAST(data AS BLOB), crc, rowid" + _where(schema, "messages", at)
     last_chat: Any = _NOTHING
     chat = line = None
@@ -139,17 +162,36 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                 last_chat, chat = chat_id, _quoted(chat_id)
                 line = None if chat is None else _message_line(chat)  # the chat's lines, chat_id in place
             try:
+                got = plain(data)
+            except (ValueError, TypeError):  # not that shape (or not JSON, not UTF-8, NULL): judged below
+                got = None
+            if (got is not None and chat is not None and got["id"] == key and got["chatId"] == chat_id
+                    and got["createdAt"] == created and type(crc) is int and data.find(b"\n") < 0
+                    and data.find(b"\t") < 0 and data.find(b"\r") < 0):
+                # The commonest row, decided without from_json: the first case below (shapes.plain_message;
+                # its id is plain text, so ``key``, equal to it, is too).
+                ok = verify(key, data, crc)
+                name = key.encode()
+                write(line % (name, name, created.encode(), crc, data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'),
+                              valid_end[ok]))
+                good += ok
+                rows += 1
+                after = rowid
+                if rows % 10000 == 0:
+                    progress(at.count + rows)
+                continue
+            try:
                 raw = from_json(data, cache_strings="keys")
             except (ValueError, TypeError):
                 raw = _NOTHING
-            plain = type(key) is str and _PLAIN_TEXT(key) is not None
-            if (chat is not None and plain and type(raw) is dict and type(crc) is int
+            plain_key = type(key) is str and _PLAIN_TEXT(key) is not None
+            if (chat is not None and plain_key and type(raw) is dict and type(crc) is int
                     and raw.get("id") == key and raw.get("chatId") == chat_id and raw.get("createdAt") == created
                     and is_plain_message(raw) and data.find(b"\n") < 0 and data.find(b"\t") < 0
                     and data.find(b"\r") < 0):
                 # The common row: valid (is_plain_message, and its columns agree), created_at in stored form.
                 valid = True
-            elif (chat is not None and plain and raw is not _NOTHING and type(crc) is int
+            elif (chat is not None and plain_key and raw is not _NOTHING and type(crc) is int
                   and _plain(created) and data.find(b"\n") < 0 and data.find(b"\t") < 0 and data.find(b"\r") < 0):
                 valid = valid_row(raw, data, (key, chat_id, created))
                 bad += not valid
