@@ -88,8 +88,11 @@ _MESSAGE = _object({
     "createdAt": _required(_STAMP),
 })
 
-simple_item: Callable[[Any], dict[str, Any]] = SchemaValidator(_ITEM).validate_json
+# No string cache: every content string of a store is new (the cache's lookups cost ~10% of a call).
+_CONFIG = cs.CoreConfig(cache_strings="none")
+
+simple_item: Callable[[Any], dict[str, Any]] = SchemaValidator(_ITEM, _CONFIG).validate_json
 """The current-version history item rows.is_simple_item accepts, from its JSON text (see the module)."""
 
-plain_message: Callable[[Any], dict[str, Any]] = SchemaValidator(_MESSAGE).validate_json
+plain_message: Callable[[Any], dict[str, Any]] = SchemaValidator(_MESSAGE, _CONFIG).validate_json
 """The chat message models.is_plain_message accepts, its id needing no escaping (see the module)."""
