@@ -21,7 +21,7 @@ from pydantic_core import PydanticSerializationError, SchemaSerializer, core_sch
 
 from .errors import HistorySeqConflictError, RecordFormatError
 from .history import RECORD_FORMAT_VERSION, is_plain_item, validate_current
-from .models import CHAT_ROLES, LLMMessage, has_lone_surrogate, is_stored_timestamp, utc_now
+from .models import CHAT_ROLES, LLMMessage, has_lone_surrogate, is_stored_timestamp, stamp_text, utc_now
 
 
 class PreparedEntry(NamedTuple):
@@ -300,35 +300,40 @@ def _str_message(role: str, content: str | None, call_id: str | None, name: str 
     return text + "}", wire_message
 
 
-ItemSnapshot = tuple[int, str, str, str | None, str | None, str | None, str | None]
-"""What :func:`item_snapshot` returns: seq, at, role, content, tool_call_id, name, the tool calls' text."""
+ItemSnapshot = tuple[int, "str | int", str, str | None, str | None, str | None, str | None]
+"""What :func:`item_snapshot` returns: seq, at (the stored text, or a ``time.time_ns()`` reading
+written by models.stamp_text when read), role, content, tool_call_id, name, the tool calls' text."""
 
-
-def item_snapshot(message: Any, seq: int, at: str) -> ItemSnapshot | None:
-    """The item holding ``message`` at ``seq``, stamped ``at`` (in stored form), as immutable parts:
-    ``(seq, at, role, content, tool_call_id, name, tool_calls_text)``, each a str (or None), the
-    tool calls already serialized by their field type's serializer (what LLMMessage's serializer
-    runs for that field). :func:`snapshot_text` of it is the text prepare_append stores for the
-    same entry (a property test holds them equal), so a storage can keep the snapshot and write
-    the text when it is read: nothing the caller does to the message afterwards reaches it (strs
-    are immutable, the calls are text).
+def item_snapshot(message: Any, seq: int, at: str | int) -> ItemSnapshot | None:
+    """The item holding ``message`` at ``seq``, stamped ``at`` (in stored form, or a clock reading
+    in ns: :func:`.models.stamp_text` writes it when read), as immutable parts:
+    ``(seq, at, role, content, tool_call_id, name, tool_calls_text)``, each an int, a str or None,
+    the tool calls already serialized by their field type's serializer (what LLMMessage's
+    serializer runs for that field). :func:`snapshot_text` of it is the text prepare_append
+    stores for the same entry stamped at the same time (a property test holds them equal), so a
+    storage can keep the snapshot and write the text when it is read: nothing the caller does to
+    the message afterwards reaches it (strs and ints are immutable, the calls are text).
 
     None (decides nothing: take the careful path) unless ``message`` is exactly a sound
     LLMMessage with str or no content and valid Unicode text."""
     if type(message) is not LLMMessage:
         return None
     fields = message.__dict__
+    if len(fields) != 5:
+        return None
     role, content, calls = fields.get("role"), fields.get("content"), fields.get("tool_calls")
     call_id, name = fields.get("tool_call_id"), fields.get("name")
-    # _sound_fields, inline (this runs for every message the loop appends)
-    if len(fields) != 5 or type(role) is not str or role not in CHAT_ROLES:
+    # _sound_fields, inline (this runs for every message the loop appends); ASCII text is valid
+    if type(role) is not str or role not in CHAT_ROLES:
         return None
-    if (call_id is not None and type(call_id) is not str) or (name is not None and type(name) is not str):
+    if type(content) is str:
+        if not content.isascii() and has_lone_surrogate(content):
+            return None
+    elif content is not None:
         return None
-    if content is not None and (type(content) is not str or (not content.isascii() and has_lone_surrogate(content))):
+    if call_id is not None and (type(call_id) is not str or (not call_id.isascii() and has_lone_surrogate(call_id))):
         return None
-    if (call_id is not None and not call_id.isascii() and has_lone_surrogate(call_id)) or \
-            (name is not None and not name.isascii() and has_lone_surrogate(name)):
+    if name is not None and (type(name) is not str or (not name.isascii() and has_lone_surrogate(name))):
         return None
     if calls is None:
         return (seq, at, role, content, call_id, name, None)
@@ -347,6 +352,8 @@ def snapshot_text(snapshot: ItemSnapshot) -> str:
     """The stored text of an :func:`item_snapshot` (written as _item_parts writes a str-only message)."""
     seq, at, role, content, call_id, name, calls_text = snapshot
     text = _str_message(role, content, call_id, name, calls_text)[0]
+    if type(at) is not str:
+        at = stamp_text(at)
     return f'{_ITEM_HEAD}{seq},"at":"{at}","message":{text}}}'
 
 

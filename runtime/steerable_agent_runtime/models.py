@@ -68,6 +68,22 @@ def utc_now() -> str:
     return text + _MILLIS[micros // 1000] + _MICROS[micros % 1000]
 
 
+def stamp_text(now: int) -> str:
+    """``utc_now()``'s text for the clock reading ``now`` (a ``time.time_ns()``): a store that keeps
+    the reading writes this when the entry is read, the same text a stamp taken then would have
+    been (utc_now's steps on the same cache; a property test holds the two equal)."""
+    global _second_text
+    start, end, text = _second_text
+    if not start <= now < end:
+        seconds = now // 1_000_000_000
+        start = seconds * 1_000_000_000
+        t = time.gmtime(seconds)
+        text = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
+        _second_text = (start, start + 1_000_000_000, text)
+    micros = (now - start) // 1000
+    return text + _MILLIS[micros // 1000] + _MICROS[micros % 1000]
+
+
 _STORED_TIME = re.compile(r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}Z")
 """The stored form after its date: a real time of day (what fromisoformat accepts: no hour 24,
 no leap second), microseconds, ``Z``."""

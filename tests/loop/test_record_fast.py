@@ -282,3 +282,49 @@ def test_a_subclass_that_overrides_append_history_sees_every_append_of_the_loop(
     stored = run(storage.list_history("c1"))
     assert len(stored) == 4  # the user, the reply calling the tool, its result, the answer
     assert len(storage.appended) == len(stored)  # no flush went around the override
+
+
+@given(st.lists(st.integers(0, 4_102_444_800 * 10**9 - 1) | st.integers(1_764_600_000 * 10**9, 1_764_600_002 * 10**9),
+                min_size=1, max_size=8))
+def test_stamp_text_of_a_clock_reading_is_what_utc_now_gives_for_it(readings):
+    """append_items_now keeps the stamp's clock reading; models.stamp_text writes it when read: the
+    text utc_now() returns for that reading (any order of readings, the cached second reused or not)."""
+    from steerable_agent_runtime import models
+
+    saved = models._time_ns
+    try:
+        for ns in readings:
+            models._time_ns = lambda ns=ns: ns
+            assert models.stamp_text(ns) == models.utc_now(), ns
+            assert models.stamp_text(ns) == models.stamp_text(ns)
+    finally:
+        models._time_ns = saved
+
+
+@settings(max_examples=200, deadline=None)
+@given(_messages(), st.integers(1, 2**40), st.integers(0, 4_102_444_800 * 10**9 - 1))
+def test_a_snapshot_stamped_with_a_clock_reading_is_written_with_that_readings_stamp(message, seq, ns):
+    from steerable_agent_runtime.models import stamp_text
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        snapshot = item_snapshot(message, seq, ns)
+        careful = _careful_data(message, seq, stamp_text(ns))
+    if snapshot is not None:
+        assert snapshot_text(snapshot) == careful
+        assert all(type(part) in (int, str, type(None)) for part in snapshot)
+
+
+def test_append_items_now_stamps_the_time_of_the_append():
+    async def go():
+        storage = InMemoryStorage()
+        before = utc_now()
+        assert storage.append_items_now("r", [LLMMessage(role="user", content="hi"),
+                                              LLMMessage(role="assistant", content="there")])
+        after = utc_now()
+        entries = await storage.list_history("r")
+        assert len({e["at"] for e in entries}) == 1
+        assert before <= entries[0]["at"] <= after
+        assert entries == await storage.list_history("r")  # read twice: the same text
+
+    run(go())

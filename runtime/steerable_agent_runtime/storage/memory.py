@@ -7,12 +7,15 @@ is a fresh copy, exactly as it would be read from SQLite.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from ..history import CHECKPOINT_TYPES, read_entry_text
 from ..history_append import ItemSnapshot, item_snapshot, loop_item, prepare_append, snapshot_text
-from ..models import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan, WireModel, utc_now
+from ..models import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan, WireModel
+
+_time_ns = time.time_ns
 
 M = TypeVar("M", bound=WireModel)
 
@@ -134,9 +137,10 @@ class InMemoryStorage:
         atomic: True when all were appended; False, appending nothing, when any message is not
         exactly a sound LLMMessage with str or no content and valid Unicode text (the caller
         then calls append_history, which stores it or raises the usual error). Each is kept as
-        its history_append.item_snapshot (immutable strs, the tool calls as text) and written as
-        text when read (snapshot_text: the text prepare_append stores, a property test holds
-        them equal), so a later change to the message does not reach the record.
+        its history_append.item_snapshot (immutable strs, the tool calls as text, the stamp as
+        its clock reading) and written as text when read (snapshot_text: the text prepare_append
+        stores for the stamp utc_now() gives for that reading; property tests hold them equal),
+        so a later change to the message does not reach the record.
         ``expect_seq``: append only when it is the record's next seq (1: only to an empty
         record), else return False, appending nothing. The loop's record
         writer calls it at its flush points and for a new record's first messages
@@ -147,10 +151,9 @@ class InMemoryStorage:
         seq = 1 if log is None else len(log) + 1
         if expect_seq is not None and expect_seq != seq:
             return False
-        at = utc_now()
+        at = _time_ns()  # the stamp's clock reading: written as utc_now() would have written it when read
         if len(messages) == 1:  # the common flush
-            message = messages[0]
-            entry = item_snapshot(message, seq, at)
+            entry = item_snapshot(messages[0], seq, at)
             if entry is None:
                 return False
             if log is None:
