@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from steerable_agent_runtime.loop import messages
-from steerable_agent_runtime.loop.messages import CONSTRUCTIBLE, assistant_message, tool_message, wire_call
+from steerable_agent_runtime.loop.messages import (CONSTRUCTIBLE, assistant_message, calling_message, tool_message,
+                                                   wire_call)
 from steerable_agent_runtime.models import LLMMessage, ToolCall
 
 
@@ -135,6 +136,40 @@ def _nan_free(value):
     return value
 
 
+tool_calls_made = st.lists(st.builds(ToolCall, id=texts, name=texts,
+                                     arguments=st.dictionaries(texts, st.one_of(flat, no_nan), max_size=3)),
+                           min_size=1, max_size=3)
+
+
+@settings(max_examples=400, deadline=None)
+@given(maybe_text, tool_calls_made)
+def test_calling_message_is_the_validated_message_of_the_calls_wire_dicts(content, calls_made):
+    try:
+        wires = [c.to_wire() for c in calls_made]
+    except UnicodeEncodeError:  # a nested key with a lone surrogate: to_wire raises, and so does the message
+        with pytest.raises(UnicodeEncodeError):
+            calling_message(content, calls_made)
+        return
+    built, built_error = _outcome(lambda: calling_message(content, calls_made))
+    validated, error = _outcome(lambda: LLMMessage(role="assistant", content=content, tool_calls=wires))
+    assert built_error == error
+    if error is None:
+        _same(built, validated)
+        assert all(w["arguments"] is not c.arguments for w, c in zip(built.tool_calls, calls_made))  # fresh dicts
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic warns when it dumps the int id
+def test_calling_message_of_unusual_calls_is_that_of_their_wire_dicts():
+    odd = ToolCall.model_construct(id=1, name="n", arguments={"a": 1.5})
+    flat_call = ToolCall(id="c", name="n", arguments={"a": "x"})
+
+    class Call(ToolCall):
+        def to_wire(self):
+            return {"id": "custom", "name": "n", "arguments": {}}
+    for made in ([odd], [flat_call, odd], [Call(id="c", name="n")], [flat_call, Call(id="d", name="n")]):
+        _same(calling_message("x", made), LLMMessage(role="assistant", content="x", tool_calls=[c.to_wire() for c in made]))
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic warns when it dumps the int id
 def test_wire_call_of_an_unusual_call_is_to_wire():
     odd = ToolCall.model_construct(id=1, name="n", arguments={"a": 1.5})  # not validated: to_wire decides
@@ -160,4 +195,5 @@ def test_without_constructible_every_message_is_validated(monkeypatch):
     tool_message("c", "n", "x")
     assistant_message("x")
     assistant_message(None, [{"id": "c"}])
-    assert len(calls_made) == 3
+    calling_message("x", [ToolCall(id="c", name="n")])
+    assert len(calls_made) == 4

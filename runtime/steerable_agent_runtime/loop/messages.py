@@ -14,6 +14,7 @@ fields). Guarantees (tests/loop/test_messages.py holds each form to the validati
 - a value of any other type (a str subclass, an id that is not a str, a call dict with a key
   that is not a str) goes to the validating constructor, which converts it or raises exactly as
   before;
+- :func:`calling_message` is ``assistant_message(content, [wire_call(c) for c in calls])``;
 - :func:`wire_call` is ``call.to_wire()`` (a fresh dict; its arguments a fresh dict) for an exact
   ToolCall whose arguments are flat (ASCII keys, each value an exact str, int, bool or None: what
   JSON mode keeps as it is; it rewrites a key's lone surrogate); anything else is
@@ -86,3 +87,32 @@ def wire_call(call: Any) -> dict[str, Any]:
             else:
                 return {"id": call_id, "name": name, "arguments": dict(arguments)}
     return call.to_wire()
+
+
+def calling_message(content: Any, calls: list[Any]) -> LLMMessage:
+    """``assistant_message(content, [wire_call(c) for c in calls])``: a reply's message with its
+    calls. Flat calls (see the module docstring) are written as wire_call writes them, and their
+    dicts (keys "id", "name", "arguments") need no key check; anything else goes through
+    wire_call and assistant_message."""
+    wire: list[dict[str, Any]] = []
+    for call in calls:  # wire_call's flat path, inline (this runs for every reply with calls)
+        if type(call) is ToolCall:
+            fields = call.__dict__
+            call_id, name, arguments = fields.get("id"), fields.get("name"), fields.get("arguments")
+            if type(call_id) is str and type(name) is str and type(arguments) is dict:
+                for key, value in arguments.items():
+                    if type(key) is not str or not key.isascii() or type(value) not in _FLAT:
+                        break
+                else:
+                    wire.append({"id": call_id, "name": name, "arguments": dict(arguments)})
+                    continue
+        return assistant_message(content, [wire_call(c) for c in calls])
+    if CONSTRUCTIBLE and (content is None or type(content) is str):
+        message = _new(LLMMessage)  # assistant_message's steps: every dict's keys are the three strs above
+        _set(message, "__dict__", {"role": "assistant", "content": content, "tool_calls": wire,
+                                   "tool_call_id": None, "name": None})
+        _set(message, "__pydantic_fields_set__", set(_CALLING_SET))
+        _set(message, "__pydantic_extra__", None)
+        _set(message, "__pydantic_private__", None)
+        return message
+    return assistant_message(content, wire)

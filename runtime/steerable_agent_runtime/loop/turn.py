@@ -22,7 +22,7 @@ from ..models import AgentSession, LLMMessage, ToolCall, utc_now
 from .events import CompletionStatus, LoopEvent
 from .hookcalls import as_messages, call_hook
 from .hooks import LoopContext, LoopHooks, PreStepAction, RetryAction, RewriteRequest, overrides
-from .messages import assistant_message, wire_call
+from .messages import assistant_message, calling_message
 from .record import RecordWriter, repair_dangling
 from .toolbatch import ToolBatch
 from .unicode import clean_message
@@ -198,8 +198,7 @@ class Turn:
         if calls:
             if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
                 calls[:] = unique_ids(calls)
-            wire_calls = [wire_call(calls[0])] if len(calls) == 1 else [wire_call(c) for c in calls]
-            reply = assistant_message("".join(text) if text else None, wire_calls)
+            reply = calling_message("".join(text) if text else None, calls)
         elif text:
             reply = assistant_message("".join(text))
         elif cancelled:  # nothing streamed before the cancel: no reply
