@@ -244,3 +244,15 @@ def test_a_cancel_during_a_retry_delay_ends_the_wait_at_once():
     assert time.monotonic() - started < 10  # not the 30 s delay
     assert completion(events)["status"] == "cancelled" and len(provider.requests) == 1
     assert [e.data.get("errorKind") for e in events if e.kind == "llm_response"] == ["rate_limited"]
+
+
+def test_the_tool_error_streak_counts_alike_on_both_paths():
+    """Failed results in a row end the turn at max_tool_errors (a success in between resets the
+    streak) the same way on the fast and the general path."""
+    router, _ = make_router()
+    script = [one_call("a", "broken", {}), one_call("b", "read_note", {"name": "x"}), one_call("c", "broken", {"n": 1}),
+              one_call("d", "broken", {"n": 2}), one_call("e", "broken", {"n": 3}), "done"]
+    (fast, _, _), (general, _, _) = both_paths(script, router, config=LoopConfig(max_tool_errors=3))
+    assert comparable(fast) == comparable(general)
+    assert completion(fast)["status"] == "failed" and "3 consecutive tool errors" in completion(fast)["reason"]
+    assert [e.data["success"] for e in fast if e.kind == "tool_call_result"] == [False, True, False, False, False]

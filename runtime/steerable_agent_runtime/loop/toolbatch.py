@@ -136,9 +136,20 @@ class ToolBatch:
                 or (mode_of is not None and mode_of(call.name) in CONSENT_MODES)):
             return self._one_event(call, ctx, run, results)
         dispatch = self._dispatch
-        key = dedup_key(call) if self._dedup else None
-        if key is not None and key in self.seen:
-            return self._one_event(call, ctx, run, results)
+        if self._dedup:
+            key = None
+            arguments = call.arguments
+            if len(arguments) == 1:  # dedup_key's commonest form, inline
+                for argument, value in arguments.items():
+                    kind = type(value)
+                    if kind in _FLAT:
+                        key = (call.name, argument, kind, value)
+            if key is None:
+                key = dedup_key(call)
+            if key in self.seen:
+                return self._one_event(call, ctx, run, results)
+        else:
+            key = None
         started = _perf_counter()
         try:  # _start, inline (consent_granted is False here)
             pending = dispatch(call, consent_granted=False, context=ctx) if dispatch is not None else \
@@ -150,16 +161,28 @@ class ToolBatch:
             result = done.value
             if type(result) is not ToolResult:
                 result = _checked(call, result)
-            denied = False
         except BaseException as exc:  # noqa: BLE001 - mapped to a failed result as _execute maps it
             if not handler_failed(exc):
                 raise
             result, denied = self._failure(call, exc)
+            if key is not None:
+                self.seen[key] = result
+            return self._finish(call, result, (_perf_counter() - started) * 1000.0, ctx, results, denied)
         else:
             return self._rest(call, ctx, pending, first, started, key, results)
+        ms = (_perf_counter() - started) * 1000.0
         if key is not None:
             self.seen[key] = result
-        return self._finish(call, result, (_perf_counter() - started) * 1000.0, ctx, results, denied)
+        # _finish(call, result, ms, ctx, results, False), inline
+        results.append((call, result))
+        success = result.success
+        if success:
+            self.consecutive_errors = ctx.consecutive_tool_errors = 0
+            return LoopEvent("tool_call_result", {"id": call.id, "name": call.name, "success": success,
+                                                  "durationMs": round(ms * 1000.0) / 1000.0})
+        ctx.consecutive_tool_errors = self.consecutive_errors = self.consecutive_errors + 1
+        return LoopEvent("tool_call_result", {"id": call.id, "name": call.name, "success": success,
+                                              "durationMs": round(ms * 1000.0) / 1000.0, "error": result.error})
 
     async def _one_event(self, call: ToolCall, ctx: LoopContext, run: Any,
                          results: list[tuple[ToolCall, ToolResult]]) -> LoopEvent:
