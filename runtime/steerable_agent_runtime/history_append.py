@@ -300,7 +300,7 @@ def _str_message(role: str, content: str | None, call_id: str | None, name: str 
     return text + "}", wire_message
 
 
-ItemSnapshot = tuple[int, "str | int", str, str | None, str | None, str | None, str | None]
+ItemSnapshot = tuple[int, str | int, str, str | None, str | None, str | None, str | None]
 """What :func:`item_snapshot` returns: seq, at (the stored text, or a ``time.time_ns()`` reading
 written by models.stamp_text when read), role, content, tool_call_id, name, the tool calls' text."""
 
