@@ -95,24 +95,17 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
             if (got is not None and item_line is not None and got["seq"] == seq and got["at"] == stamp
                     and type(seq) is int and kind == "item" and type(v) is int and v == current and type(crc) is int
                     and data.find(b"\n") < 0 and data.find(b"\t") < 0 and data.find(b"\r") < 0):
-                # The commonest row, decided without from_json: the first case below (shapes.simple_item).
-                ok = verify(record_id, seq, data, crc)
-                write(item_line % (seq, seq, stamp.encode(), crc, data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'),
-                                   valid_ends[ok]))
-                good += ok
-                rows += 1
-                after = rowid
-                if rows % 10000 == 0:
-                    progress(at.count + rows)
-                continue
-            try:
-                raw = from_json(data, cache_strings="keys")
-            except (ValueError, TypeError):  # not JSON, not UTF-8, or NULL: the careful path
-                raw = _NOTHING
-            if (key_head is not None and type(raw) is dict and kind == "item" and type(v) is int and v == current
-                    and type(seq) is int and type(crc) is int and raw.get("seq") == seq and raw.get("at") == stamp
-                    and is_simple_item(raw) and data.find(b"\n") < 0 and data.find(b"\t") < 0
-                    and data.find(b"\r") < 0):
+                common, raw = True, None  # the commonest row, decided without from_json (shapes.simple_item)
+            else:
+                try:
+                    raw = from_json(data, cache_strings="keys")
+                except (ValueError, TypeError):  # not JSON, not UTF-8, or NULL: the careful path
+                    raw = _NOTHING
+                common = (key_head is not None and type(raw) is dict and kind == "item" and type(v) is int
+                          and v == current and type(seq) is int and type(crc) is int and raw.get("seq") == seq
+                          and raw.get("at") == stamp and is_simple_item(raw) and data.find(b"\n") < 0
+                          and data.find(b"\t") < 0 and data.find(b"\r") < 0)
+            if common:
                 # The common row: valid (is_simple_item, and its columns agree), ``at`` in stored form.
                 ok = verify(record_id, seq, data, crc)
                 write(item_line % (seq, seq, stamp.encode(), crc, data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'),
@@ -151,7 +144,6 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
                  version: int, ends: Ends, careful: Callable[[int], None], progress: Callable[[int], None]) -> None:
     """Write messages rows after ``at.after`` (up to ``at.last``), updating ``at`` and ``counts``."""
     verify, valid_row, plain = row_checker("messages", version), LIVE_VALID["messages"], plain_message
-    valid_end = (ends[False, True], ends[True, True])
     sql = "SELECT id, chat_id, created_at, CAST(data AS BLOB), crc, rowid" + _where(schema, "messages", at)
     last_chat: Any = _NOTHING
     chat = line = None
@@ -168,27 +160,20 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
             if (got is not None and chat is not None and got["id"] == key and got["chatId"] == chat_id
                     and got["createdAt"] == created and type(crc) is int and data.find(b"\n") < 0
                     and data.find(b"\t") < 0 and data.find(b"\r") < 0):
-                # The commonest row, decided without from_json: the first case below (shapes.plain_message;
-                # its id is plain text, so ``key``, equal to it, is too).
-                ok = verify(key, data, crc)
-                name = key.encode()
-                write(line % (name, name, created.encode(), crc, data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'),
-                              valid_end[ok]))
-                good += ok
-                rows += 1
-                after = rowid
-                if rows % 10000 == 0:
-                    progress(at.count + rows)
-                continue
-            try:
-                raw = from_json(data, cache_strings="keys")
-            except (ValueError, TypeError):
-                raw = _NOTHING
-            plain_key = type(key) is str and _PLAIN_TEXT(key) is not None
-            if (chat is not None and plain_key and type(raw) is dict and type(crc) is int
-                    and raw.get("id") == key and raw.get("chatId") == chat_id and raw.get("createdAt") == created
-                    and is_plain_message(raw) and data.find(b"\n") < 0 and data.find(b"\t") < 0
-                    and data.find(b"\r") < 0):
+                # The commonest row, decided without from_json (shapes.plain_message; its id is plain
+                # text, so ``key``, equal to it, is too): the common row below.
+                raw, plain_key, common = None, True, True
+            else:
+                try:
+                    raw = from_json(data, cache_strings="keys")
+                except (ValueError, TypeError):
+                    raw = _NOTHING
+                plain_key = type(key) is str and _PLAIN_TEXT(key) is not None
+                common = (chat is not None and plain_key and type(raw) is dict and type(crc) is int
+                          and raw.get("id") == key and raw.get("chatId") == chat_id
+                          and raw.get("createdAt") == created and is_plain_message(raw) and data.find(b"\n") < 0
+                          and data.find(b"\t") < 0 and data.find(b"\r") < 0)
+            if common:
                 # The common row: valid (is_plain_message, and its columns agree), created_at in stored form.
                 valid = True
             elif (chat is not None and plain_key and raw is not _NOTHING and type(crc) is int
