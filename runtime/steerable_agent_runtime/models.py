@@ -55,23 +55,13 @@ def utc_now() -> str:
     microseconds taken from the offset into that second (small-int arithmetic) as two
     three-digit parts from tables (a quarter fewer instructions than ``%06d`` formatting).
     """
-    global _second_text
-    now = _time_ns()
-    start, end, text = _second_text
-    if not start <= now < end:
-        seconds = now // 1_000_000_000
-        start = seconds * 1_000_000_000
-        t = time.gmtime(seconds)
-        text = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
-        _second_text = (start, start + 1_000_000_000, text)
-    micros = (now - start) // 1000
-    return text + _MILLIS[micros // 1000] + _MICROS[micros % 1000]
+    return stamp_text(_time_ns())
 
 
 def stamp_text(now: int) -> str:
     """``utc_now()``'s text for the clock reading ``now`` (a ``time.time_ns()``): a store that keeps
     the reading writes this when the entry is read, the same text a stamp taken then would have
-    been (utc_now's steps on the same cache; a property test holds the two equal)."""
+    been (utc_now is this of ``time.time_ns()``)."""
     global _second_text
     start, end, text = _second_text
     if not start <= now < end:
