@@ -77,16 +77,21 @@ def assistant_message(content: Any, tool_calls: Any = None) -> LLMMessage:
 
 def wire_call(call: Any) -> dict[str, Any]:
     """``call.to_wire()`` (see the module docstring)."""
+    wire = _flat_wire(call)
+    return call.to_wire() if wire is None else wire
+
+
+def _flat_wire(call: Any) -> dict[str, Any] | None:
+    """wire_call's dict for an exact ToolCall with flat arguments (see the module docstring), else None."""
     if type(call) is ToolCall:
         fields = call.__dict__
         call_id, name, arguments = fields.get("id"), fields.get("name"), fields.get("arguments")
         if type(call_id) is str and type(name) is str and type(arguments) is dict:
             for key, value in arguments.items():
                 if type(key) is not str or not key.isascii() or type(value) not in _FLAT:
-                    break
-            else:
-                return {"id": call_id, "name": name, "arguments": dict(arguments)}
-    return call.to_wire()
+                    return None
+            return {"id": call_id, "name": name, "arguments": dict(arguments)}
+    return None
 
 
 def calling_message(content: Any, calls: list[Any]) -> LLMMessage:
@@ -95,18 +100,11 @@ def calling_message(content: Any, calls: list[Any]) -> LLMMessage:
     dicts (keys "id", "name", "arguments") need no key check; anything else goes through
     wire_call and assistant_message."""
     wire: list[dict[str, Any]] = []
-    for call in calls:  # wire_call's flat path, inline (this runs for every reply with calls)
-        if type(call) is ToolCall:
-            fields = call.__dict__
-            call_id, name, arguments = fields.get("id"), fields.get("name"), fields.get("arguments")
-            if type(call_id) is str and type(name) is str and type(arguments) is dict:
-                for key, value in arguments.items():
-                    if type(key) is not str or not key.isascii() or type(value) not in _FLAT:
-                        break
-                else:
-                    wire.append({"id": call_id, "name": name, "arguments": dict(arguments)})
-                    continue
-        return assistant_message(content, [wire_call(c) for c in calls])
+    for call in calls:
+        flat = _flat_wire(call)
+        if flat is None:
+            return assistant_message(content, [wire_call(c) for c in calls])
+        wire.append(flat)
     if CONSTRUCTIBLE and (content is None or type(content) is str):
         message = _new(LLMMessage)  # assistant_message's steps: every dict's keys are the three strs above
         _set(message, "__dict__", {"role": "assistant", "content": content, "tool_calls": wire,
