@@ -321,8 +321,12 @@ def item_snapshot(message: Any, seq: int, at: str | int) -> ItemSnapshot | None:
     fields = message.__dict__
     if len(fields) != 5:
         return None
-    role, content, calls = fields.get("role"), fields.get("content"), fields.get("tool_calls")
-    call_id, name = fields.get("tool_call_id"), fields.get("name")
+    try:  # subscripts: no method call per field
+        role, content, calls = fields["role"], fields["content"], fields["tool_calls"]
+        call_id, name = fields["tool_call_id"], fields["name"]
+    except KeyError:  # (five fields, not these: read as before, a missing one as None)
+        role, content, calls = fields.get("role"), fields.get("content"), fields.get("tool_calls")
+        call_id, name = fields.get("tool_call_id"), fields.get("name")
     # _sound_fields, inline (this runs for every message the loop appends); ASCII text is valid
     if type(role) is not str or role not in CHAT_ROLES:
         return None
@@ -337,8 +341,14 @@ def item_snapshot(message: Any, seq: int, at: str | int) -> ItemSnapshot | None:
         return None
     if calls is None:
         return (seq, at, role, content, call_id, name, None)
-    if not dicts_with_str_keys(calls):
+    if type(calls) is not list:  # dicts_with_str_keys(calls), inline
         return None
+    for call in calls:
+        if type(call) is not dict:
+            return None
+        for key in call:
+            if type(key) is not str:
+                return None
     try:
         calls_text = _dump_calls_json(calls).decode()
     except Exception:  # noqa: BLE001 - the careful path reports it

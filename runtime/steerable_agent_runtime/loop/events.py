@@ -37,7 +37,10 @@ class LoopEvent:
     """One event of a turn: ``kind`` (one of EVENT_KINDS) and its JSON-ready ``data``.
 
     Treat it as read-only (not frozen only because a frozen dataclass costs twice as much to make,
-    and a turn makes several per round)."""
+    and a turn makes several per round). The loop's hot path makes its events as this
+    ``__init__`` does, without the call: ``object.__new__(LoopEvent)``, then ``kind`` and ``data``
+    set (a third of an event's cost). tests/loop/test_events_fast.py holds the two forms equal
+    and fails if this class gains a field, a ``__post_init__`` or an ``__init__`` of its own."""
 
     kind: EventKind
     data: dict[str, Any] = field(default_factory=dict)

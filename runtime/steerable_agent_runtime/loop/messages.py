@@ -85,7 +85,10 @@ def _flat_wire(call: Any) -> dict[str, Any] | None:
     """wire_call's dict for an exact ToolCall with flat arguments (see the module docstring), else None."""
     if type(call) is ToolCall:
         fields = call.__dict__
-        call_id, name, arguments = fields.get("id"), fields.get("name"), fields.get("arguments")
+        try:  # subscripts, not .get(): no method call per field
+            call_id, name, arguments = fields["id"], fields["name"], fields["arguments"]
+        except KeyError:  # (a model_construct'ed call without them)
+            return None
         if type(call_id) is str and type(name) is str and type(arguments) is dict:
             for key, value in arguments.items():
                 if type(key) is not str or not key.isascii() or type(value) not in _FLAT:

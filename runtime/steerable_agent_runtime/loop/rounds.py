@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from ..llm.cancel import CancelSignal
+from ..llm.types import LLMUsage
 from ..models import AgentSession, LLMMessage, ToolCall
 from ..tools import ToolResult
 from .events import LoopEvent
@@ -33,6 +34,8 @@ from .request import (SinkCancel, close_stream, deltas, error_data, provider_sin
 from .spans import null_run
 from .toolbatch import ToolBatch
 from .turn import Turn, default_session, open_transcript, sunk
+
+_new = object.__new__
 
 if TYPE_CHECKING:
     from .core import CoreLoop
@@ -72,7 +75,10 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                     # stage_start and each steer event go out before the next step runs, so a
                     # cancel() or steer() made on seeing them acts on this round
                     rnd = t.round
-                    yield LoopEvent("stage_start", {"round": rnd})
+                    event = _new(LoopEvent)  # LoopEvent(kind, data), built as its __init__ builds it (module doc)
+                    event.kind = "stage_start"
+                    event.data = {"round": rnd}
+                    yield event
                     if loop._steer:
                         for text in loop._take_steer():
                             transcript.append(LLMMessage(role="user", content=text))
@@ -91,7 +97,10 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                     attempt = 1
                     while True:  # the attempts of this round's request
                         ctx.attempt = attempt
-                        yield LoopEvent("llm_request", {"round": rnd, "attempt": attempt})
+                        event = _new(LoopEvent)
+                        event.kind = "llm_request"
+                        event.data = {"round": rnd, "attempt": attempt}
+                        yield event
                         text: list[str] = []
                         calls: list[ToolCall] = []
                         usage = finish = error = None
@@ -133,7 +142,10 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                                             and chunk.usage is None and chunk.finish_reason is None):
                                         text.append(content)  # most chunks: text and nothing else
                                         if sink is None:
-                                            yield LoopEvent("content_delta", {"delta": content})
+                                            event = _new(LoopEvent)
+                                            event.kind = "content_delta"
+                                            event.data = {"delta": content}
+                                            yield event
                                         else:
                                             try:
                                                 sink("content_delta", content)
@@ -172,10 +184,12 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                                 await span_cm.__aexit__(None, None, None)
                         if error is None:
                             if usage is not None and not cancelled:  # request.response_data, inline
-                                yield LoopEvent("llm_response", {
-                                    "round": rnd, "attempt": attempt, "promptTokens": usage.prompt_tokens,
-                                    "cachedPromptTokens": usage.cached_prompt_tokens,
-                                    "completionTokens": usage.completion_tokens})
+                                event = _new(LoopEvent)
+                                event.kind = "llm_response"
+                                event.data = {"round": rnd, "attempt": attempt, "promptTokens": usage.prompt_tokens,
+                                              "cachedPromptTokens": usage.cached_prompt_tokens,
+                                              "completionTokens": usage.completion_tokens}
+                                yield event
                             else:
                                 yield LoopEvent("llm_response", response_data(rnd, attempt, usage, cancelled))
                             t.take_reply(text, calls, usage, finish, cancelled)
@@ -200,8 +214,10 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                         results: list[tuple[ToolCall, ToolResult]] = []
                         if len(calls) == 1 and not loop._cancel:
                             call = calls[0]
-                            yield LoopEvent("tool_call_start", {"id": call.id, "name": call.name,
-                                                                "arguments": call.arguments})
+                            event = _new(LoopEvent)
+                            event.kind = "tool_call_start"
+                            event.data = {"id": call.id, "name": call.name, "arguments": call.arguments}
+                            yield event
                             event = batch.single(call, ctx, run, results)
                             yield event if type(event) is LoopEvent else await event
                         else:
@@ -224,7 +240,15 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                                 writer.flushed = len(transcript)
                             else:
                                 await writer.flush(transcript)
-                        yield LoopEvent("stage_complete", {"round": rnd, "usage": t.round_usage.to_wire()})
+                        spent = t.round_usage
+                        event = _new(LoopEvent)
+                        event.kind = "stage_complete"
+                        event.data = {"round": rnd, "usage": {  # LLMUsage.to_wire, inline
+                            "promptTokens": spent.prompt_tokens, "completionTokens": spent.completion_tokens,
+                            "totalTokens": spent.total_tokens, "cachedPromptTokens": spent.cached_prompt_tokens,
+                            "cacheCreationTokens": spent.cache_creation_tokens} if type(spent) is LLMUsage
+                            else spent.to_wire()}
+                        yield event
                         if loop._cancel or batch.consecutive_errors >= max_tool_errors:
                             for event in await t.tool_guards():
                                 yield event

@@ -35,6 +35,7 @@ from .hooks import LoopContext, LoopHooks, overrides
 from .spans import NULL_SPAN, NullRun
 
 _perf_counter = time.perf_counter
+_new = object.__new__
 
 Approver = Callable[[ToolCall, str, LoopContext], Awaitable[bool]]
 """``await approver(call, mode, ctx)``: True lets a ``local``/``destructive`` call run."""
@@ -173,16 +174,21 @@ class ToolBatch:
         ms = (_perf_counter() - started) * 1000.0
         if key is not None:
             self.seen[key] = result
-        # _finish(call, result, ms, ctx, results, False), inline
+        # _finish(call, result, ms, ctx, results, False), inline; the event built as LoopEvent's
+        # __init__ builds it (see events.py)
         results.append((call, result))
         success = result.success
+        event = _new(LoopEvent)
+        event.kind = "tool_call_result"
         if success:
             self.consecutive_errors = ctx.consecutive_tool_errors = 0
-            return LoopEvent("tool_call_result", {"id": call.id, "name": call.name, "success": success,
-                                                  "durationMs": round(ms * 1000.0) / 1000.0})
+            event.data = {"id": call.id, "name": call.name, "success": success,
+                          "durationMs": round(ms * 1000.0) / 1000.0}
+            return event
         ctx.consecutive_tool_errors = self.consecutive_errors = self.consecutive_errors + 1
-        return LoopEvent("tool_call_result", {"id": call.id, "name": call.name, "success": success,
-                                              "durationMs": round(ms * 1000.0) / 1000.0, "error": result.error})
+        event.data = {"id": call.id, "name": call.name, "success": success,
+                      "durationMs": round(ms * 1000.0) / 1000.0, "error": result.error}
+        return event
 
     async def _one_event(self, call: ToolCall, ctx: LoopContext, run: Any,
                          results: list[tuple[ToolCall, ToolResult]]) -> LoopEvent:
