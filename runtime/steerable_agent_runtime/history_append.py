@@ -358,6 +358,33 @@ def item_snapshot(message: Any, seq: int, at: str | int) -> ItemSnapshot | None:
     return (seq, at, role, content, call_id, name, calls_text)
 
 
+def built_snapshot(seq: int, at: str | int, role: str, content: str | None, call_id: str | None, name: str | None,
+                   calls: list[dict[str, Any]] | None) -> ItemSnapshot | None:
+    """``item_snapshot(m, seq, at)`` for the message ``m`` that the loop's message builders
+    (:mod:`.loop.messages`) have just made from exactly these values on their fast paths: a
+    tool message (role "tool", ``call_id``, ``name`` and ``content`` exact strs, no calls) or a
+    reply with flat calls (role "assistant", ``content`` an exact str or None, no call_id or
+    name, ``calls`` the wire dicts ``_flat_wire`` wrote: str keys, flat values). The same
+    snapshot (a property test holds them equal), without checking again the types those
+    builders checked; the caller vouches for them. None when a text holds a lone surrogate or
+    the calls do not serialize: item_snapshot declines those too (take the careful path)."""
+    if content is not None and not content.isascii() and has_lone_surrogate(content):
+        return None
+    if call_id is not None and not call_id.isascii() and has_lone_surrogate(call_id):
+        return None
+    if name is not None and not name.isascii() and has_lone_surrogate(name):
+        return None
+    if calls is None:
+        return (seq, at, role, content, call_id, name, None)
+    try:
+        calls_text = _dump_calls_json(calls).decode()
+    except Exception:  # noqa: BLE001 - the careful path reports it
+        return None
+    if not calls_text.isascii() and has_lone_surrogate(calls_text):
+        return None
+    return (seq, at, role, content, call_id, name, calls_text)
+
+
 def snapshot_text(snapshot: ItemSnapshot) -> str:
     """The stored text of an :func:`item_snapshot` (written as _item_parts writes a str-only message)."""
     seq, at, role, content, call_id, name, calls_text = snapshot

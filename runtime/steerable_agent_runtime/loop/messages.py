@@ -102,18 +102,32 @@ def calling_message(content: Any, calls: list[Any]) -> LLMMessage:
     calls. Flat calls (see the module docstring) are written as wire_call writes them, and their
     dicts (keys "id", "name", "arguments") need no key check; anything else goes through
     wire_call and assistant_message."""
+    message = flat_calling_message(content, calls)
+    if message is not None:
+        return message
+    wire = [_flat_wire(call) for call in calls]
+    if None in wire:
+        return assistant_message(content, [wire_call(c) for c in calls])
+    return assistant_message(content, wire)
+
+
+def flat_calling_message(content: Any, calls: list[Any]) -> LLMMessage | None:
+    """``calling_message(content, calls)`` when ``content`` is an exact str or None and every call
+    is flat (and :data:`CONSTRUCTIBLE`): its tool_calls then are the dicts ``_flat_wire`` wrote
+    (what history_append.built_snapshot may take without checking them again). None otherwise
+    (nothing built: call calling_message)."""
+    if not CONSTRUCTIBLE or (content is not None and type(content) is not str):
+        return None
     wire: list[dict[str, Any]] = []
     for call in calls:
         flat = _flat_wire(call)
         if flat is None:
-            return assistant_message(content, [wire_call(c) for c in calls])
+            return None
         wire.append(flat)
-    if CONSTRUCTIBLE and (content is None or type(content) is str):
-        message = _new(LLMMessage)  # assistant_message's steps: every dict's keys are the three strs above
-        _set(message, "__dict__", {"role": "assistant", "content": content, "tool_calls": wire,
-                                   "tool_call_id": None, "name": None})
-        _set(message, "__pydantic_fields_set__", set(_CALLING_SET))
-        _set(message, "__pydantic_extra__", None)
-        _set(message, "__pydantic_private__", None)
-        return message
-    return assistant_message(content, wire)
+    message = _new(LLMMessage)  # assistant_message's steps: every dict's keys are the three strs above
+    _set(message, "__dict__", {"role": "assistant", "content": content, "tool_calls": wire,
+                               "tool_call_id": None, "name": None})
+    _set(message, "__pydantic_fields_set__", set(_CALLING_SET))
+    _set(message, "__pydantic_extra__", None)
+    _set(message, "__pydantic_private__", None)
+    return message

@@ -19,6 +19,7 @@ from ..errors import RecordFormatError
 from ..history import resume_transcript
 from ..models import LLMMessage
 from ..tools import ToolResult
+from .messages import CONSTRUCTIBLE
 from .unicode import clean_message
 
 if TYPE_CHECKING:
@@ -42,6 +43,12 @@ class RecordWriter:
         """The storage's ``append_items_now`` (InMemoryStorage: items appended synchronously,
         nothing returned), or None: the flushes that can take it skip a coroutine per flush
         (:meth:`flush_now`; the round skeleton calls it the same way itself)."""
+        self.append_built = getattr(storage, "append_built_now", None) if CONSTRUCTIBLE else None
+        """The storage's ``append_built_now`` (InMemoryStorage), or None: the round skeleton
+        flushes a message it has just built itself (the reply from messages.flat_calling_message,
+        a tool result from messages.tool_message with exact str values), when it is the only
+        unflushed one, with the values it built it from (history_append.built_snapshot: the
+        same entry as append_now's); nothing runs between the build and that flush."""
 
     async def start(self, transcript: Sequence[LLMMessage]) -> None:
         """Line the record up with the transcript a run starts from.

@@ -51,7 +51,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
         record_id = resume_id or loop.record_id or chat_id
         writer = RecordWriter(loop.storage, record_id)
         recording = loop.storage is not None
-        append_now = writer.append_now
+        append_now, append_built = writer.append_now, writer.append_built
         if recording or resume_id is not None:
             transcript = await open_transcript(loop.storage, writer, messages, resume_id)
         else:
@@ -67,6 +67,7 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
             provider, tools, sink = loop.provider, loop.tools, loop.text_sink
             options = config.request_options()
             options["cancel"] = signal  # (providers ignore options they do not know)
+            cancel_only = len(options) == 1  # the commonest options: passed as a keyword, not unpacked
             traced = run.trace_id is not None
             span_cm = span = None  # an attempt's llm.request span (when traced)
             max_rounds, budget, max_tool_errors = config.max_rounds, config.budget_tokens, config.max_tool_errors
@@ -117,6 +118,8 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                                     # as strings (request.provider_sink); the others ignore it
                                     stream = provider.stream(list(transcript), tools=described, **options,
                                                              text_sink=provider_sink(text, sink, loop._cancelled))
+                                elif cancel_only:
+                                    stream = provider.stream(list(transcript), tools=described, cancel=signal)
                                 elif options:
                                     stream = provider.stream(list(transcript), tools=described, **options)
                                 else:
@@ -205,9 +208,16 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                     calls = reply_calls
                     if calls:  # (a failed request has none: the turn ends in t.settle)
                         if recording:  # the calls are in the record before any runs (writer.flush_now, inline)
-                            flushed = writer.flushed
-                            if (append_now is not None and len(transcript) > flushed
-                                    and append_now(record_id, transcript[flushed:])):
+                            flushed, reply = writer.flushed, t.reply
+                            if (append_built is not None and t.built_reply and len(transcript) == flushed + 1
+                                    and transcript[flushed] is reply):  # the reply alone, as built (record.py)
+                                fields = reply.__dict__
+                                done = append_built(record_id, "assistant", fields["content"], None, None,
+                                                    fields["tool_calls"])
+                            else:
+                                done = (append_now is not None and len(transcript) > flushed
+                                        and append_now(record_id, transcript[flushed:]))
+                            if done:
                                 writer.flushed = len(transcript)
                             else:
                                 await writer.flush(transcript)
@@ -231,12 +241,25 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                                                                         "arguments": call.arguments})
                                 for event in await batch.run_group(group, ctx, run, results):
                                     yield event
-                        for call, result in results:
-                            transcript.append(tool_message(call.id, call.name, result.to_content()))
+                        if len(results) == 1:
+                            call, result = results[0]
+                            call_id, name, content = call.id, call.name, result.to_content()
+                            message = tool_message(call_id, name, content)
+                            transcript.append(message)
+                        else:
+                            message = None
+                            for call, result in results:
+                                transcript.append(tool_message(call.id, call.name, result.to_content()))
                         if recording:  # (writer.flush_now, inline)
                             flushed = writer.flushed
-                            if (append_now is not None and len(transcript) > flushed
-                                    and append_now(record_id, transcript[flushed:])):
+                            if (append_built is not None and message is not None and len(transcript) == flushed + 1
+                                    and transcript[flushed] is message and type(call_id) is str
+                                    and type(name) is str and type(content) is str):  # the result alone, as built
+                                done = append_built(record_id, "tool", content, call_id, name, None)
+                            else:
+                                done = (append_now is not None and len(transcript) > flushed
+                                        and append_now(record_id, transcript[flushed:]))
+                            if done:
                                 writer.flushed = len(transcript)
                             else:
                                 await writer.flush(transcript)

@@ -22,7 +22,7 @@ from ..models import AgentSession, LLMMessage, ToolCall, utc_now
 from .events import CompletionStatus, LoopEvent
 from .hookcalls import as_messages, call_hook
 from .hooks import LoopContext, LoopHooks, PreStepAction, RetryAction, RewriteRequest, overrides
-from .messages import assistant_message, calling_message
+from .messages import assistant_message, calling_message, flat_calling_message
 from .record import RecordWriter, repair_dangling
 from .toolbatch import ToolBatch
 from .unicode import clean_message
@@ -40,7 +40,7 @@ class Turn:
     """The state of one turn (one ``run`` or ``resume``) and its occasional steps."""
 
     __slots__ = ("loop", "hooks", "transcript", "writer", "ctx", "batch", "run", "round", "usage",
-                 "round_usage", "reply", "finish_reason", "stopped", "failure", "pre_step",
+                 "round_usage", "reply", "built_reply", "finish_reason", "stopped", "failure", "pre_step",
                  "before_completion")
 
     def __init__(self, loop: CoreLoop, transcript: list[LLMMessage], writer: RecordWriter, ctx: LoopContext,
@@ -56,6 +56,10 @@ class Turn:
         self.usage = LLMUsage()  # the turn's: each reply's reported usage added in
         self.round_usage = ZERO_USAGE
         self.reply: LLMMessage | None = None
+        self.built_reply = False
+        """Whether ``reply`` (a reply with calls) came from messages.flat_calling_message: its
+        fields are exactly the values that builder checked, and nothing has run since it was
+        appended until the round's next flush."""
         self.finish_reason: str | None = None
         self.stopped = False
         self.failure: BaseException | None = None
@@ -198,7 +202,13 @@ class Turn:
         if calls:
             if len(calls) > 1 and len({c.id for c in calls}) < len(calls):
                 calls[:] = unique_ids(calls)
-            reply = calling_message("".join(text) if text else None, calls)
+            content = "".join(text) if text else None
+            reply = flat_calling_message(content, calls)
+            if reply is None:
+                reply = calling_message(content, calls)
+                self.built_reply = False
+            else:
+                self.built_reply = True  # the round's flush may take it as built (history_append.built_snapshot)
         elif text:
             reply = assistant_message("".join(text))
         elif cancelled:  # nothing streamed before the cancel: no reply

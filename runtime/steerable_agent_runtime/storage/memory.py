@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from ..history import CHECKPOINT_TYPES, read_entry_text
-from ..history_append import ItemSnapshot, item_snapshot, loop_item, prepare_append, snapshot_text
+from ..history_append import (ItemSnapshot, built_snapshot, item_snapshot, loop_item, prepare_append,
+                              snapshot_text)
 from ..models import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan, WireModel
 
 _time_ns = time.time_ns
@@ -26,11 +27,16 @@ class InMemoryStorage:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A subclass that overrides append_history (a host's spy, mirror or audit log) loses
         :meth:`append_items_now` (set to None), unless it overrides that too: the loop's record
-        writer then awaits append_history at every flush, so no append goes around the override."""
+        writer then awaits append_history at every flush, so no append goes around the override.
+        :meth:`append_built_now` likewise, when either of the two is overridden and it is not."""
         super().__init_subclass__(**kwargs)
         if (cls.append_history is not InMemoryStorage.append_history
                 and cls.append_items_now is InMemoryStorage.append_items_now):
             cls.append_items_now = None  # type: ignore[assignment]
+        if (cls.append_built_now is InMemoryStorage.append_built_now
+                and (cls.append_history is not InMemoryStorage.append_history
+                     or cls.append_items_now is not InMemoryStorage.append_items_now)):
+            cls.append_built_now = None  # type: ignore[assignment]  # (no append goes around an override)
 
     def __init__(self) -> None:
         self._sessions: dict[str, str] = {}
@@ -145,7 +151,8 @@ class InMemoryStorage:
         record), else return False, appending nothing. The loop's record
         writer calls it at its flush points and for a new record's first messages
         (loop/record.py): the loop never reads the returned entries, and a coroutine per flush
-        is what InMemoryStorage would add.
+        is what InMemoryStorage would add. A subclass that overrides append_history loses it
+        (see ``__init_subclass__``).
         """
         log = self._history.get(record_id)
         seq = 1 if log is None else len(log) + 1
@@ -172,6 +179,25 @@ class InMemoryStorage:
             self._history[record_id] = stored
         else:
             log.extend(stored)
+        return True
+
+    def append_built_now(self, record_id: str, role: str, content: str | None, call_id: str | None,
+                         name: str | None, calls: list[dict[str, Any]] | None) -> bool:
+        """``append_items_now(record_id, [m])`` for the one message ``m`` the loop has just built
+        from exactly these values (history_append.built_snapshot says which builders and
+        values; the caller vouches for their types): the same entry, stamped now, without
+        checking those types again. False, nothing appended, when built_snapshot declines it (a
+        lone surrogate): the caller then flushes the general way. None on a subclass that
+        overrides append_history or append_items_now without overriding this (see
+        ``__init_subclass__``)."""
+        log = self._history.get(record_id)
+        entry = built_snapshot(1 if log is None else len(log) + 1, _time_ns(), role, content, call_id, name, calls)
+        if entry is None:
+            return False
+        if log is None:
+            self._history[record_id] = [entry]
+        else:
+            log.append(entry)
         return True
 
     async def list_history(
