@@ -125,53 +125,56 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                                 else:
                                     stream = provider.stream(list(transcript), tools=described)
                                 stream = stream.__aiter__()
-                                next_chunk = stream.__anext__
+                                stream.__anext__  # (an iterator without it: the attempt's error, as before)
                             except Exception as exc:  # noqa: BLE001 - on_request_error decides
                                 error, stream = exc, None
                             try:
-                                while stream is not None:  # (left by break only)
+                                if stream is not None:
+                                    pulling = True  # an exception while True is the provider's (its __anext__)
                                     try:
-                                        chunk = await next_chunk()
-                                    except StopAsyncIteration:
-                                        break
-                                    except SinkCancel:  # a cancel seen at a chunk given to the text_sink
-                                        cancelled = True
-                                        break
-                                    except Exception as exc:  # noqa: BLE001 - on_request_error decides
-                                        error = exc
-                                        break
-                                    content = chunk.content_delta
-                                    if (content and not chunk.reasoning_delta and chunk.tool_call is None
-                                            and chunk.usage is None and chunk.finish_reason is None):
-                                        text.append(content)  # most chunks: text and nothing else
-                                        if sink is None:
-                                            event = _new(LoopEvent)
-                                            event.kind = "content_delta"
-                                            event.data = {"delta": content}
-                                            yield event
-                                        else:
-                                            try:
-                                                sink("content_delta", content)
-                                            except Exception as exc:  # noqa: BLE001 - fails the attempt
-                                                error = exc
-                                                break
-                                    else:
-                                        if content or chunk.reasoning_delta:
-                                            events = deltas(chunk, text)
-                                            if sink is None:
-                                                for event in events:
+                                        async for chunk in stream:
+                                            pulling = False
+                                            content = chunk.content_delta
+                                            if (content and not chunk.reasoning_delta and chunk.tool_call is None
+                                                    and chunk.usage is None and chunk.finish_reason is None):
+                                                text.append(content)  # most chunks: text and nothing else
+                                                if sink is None:
+                                                    event = _new(LoopEvent)
+                                                    event.kind = "content_delta"
+                                                    event.data = {"delta": content}
                                                     yield event
-                                            elif (error := sunk(sink, events)) is not None:
+                                                else:
+                                                    try:
+                                                        sink("content_delta", content)
+                                                    except Exception as exc:  # noqa: BLE001 - fails the attempt
+                                                        error = exc
+                                                        break
+                                            else:
+                                                if content or chunk.reasoning_delta:
+                                                    events = deltas(chunk, text)
+                                                    if sink is None:
+                                                        for event in events:
+                                                            yield event
+                                                    elif (error := sunk(sink, events)) is not None:
+                                                        break
+                                                if chunk.tool_call is not None:
+                                                    calls.append(chunk.tool_call)
+                                                if chunk.usage is not None:
+                                                    usage = chunk.usage
+                                                if chunk.finish_reason is not None:
+                                                    finish = chunk.finish_reason
+                                            if loop._cancel:
+                                                cancelled = True
                                                 break
-                                        if chunk.tool_call is not None:
-                                            calls.append(chunk.tool_call)
-                                        if chunk.usage is not None:
-                                            usage = chunk.usage
-                                        if chunk.finish_reason is not None:
-                                            finish = chunk.finish_reason
-                                    if loop._cancel:
+                                            pulling = True
+                                    except SinkCancel:  # a cancel seen at a chunk given to the text_sink
+                                        if not pulling:
+                                            raise
                                         cancelled = True
-                                        break
+                                    except Exception as exc:  # noqa: BLE001 - on_request_error decides
+                                        if not pulling:  # the loop's own step (or one thrown in at a yield)
+                                            raise
+                                        error = exc
                             finally:
                                 if stream is not None and not (type(stream) is AsyncGeneratorType
                                                                and stream.ag_frame is None):
