@@ -12,6 +12,13 @@ A round: take steer messages -> cancel check -> max_rounds / budget_tokens guard
 record -> stream the provider (retries through ``hooks.on_request_error``) -> the assistant
 message; with tool calls: flush (so a crash mid-tool leaves a call resume can repair), run them,
 flush -> next round; without: ``hooks.before_completion`` -> flush -> completion.
+
+An attempt streams the provider with ``async for``: an exception raised while the provider's
+iterator is asked for its next chunk is the attempt's (``pulling``), anything raised by the
+loop's own step on a chunk or thrown in at a yield propagates. The reply and a lone tool result
+are flushed, when the storage offers it, with the values they were just built from
+(``RecordWriter.append_built``). Events are made as LoopEvent's own ``__init__`` makes them,
+without the call (events.py).
 """
 
 from __future__ import annotations
