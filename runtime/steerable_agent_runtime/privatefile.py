@@ -11,6 +11,9 @@ Guarantees of :func:`atomic_output`:
   rename (a symlink at the target is replaced itself, never what it points to). Then the
   directory is fsynced.
 - On any failure the temp file is removed and the target is untouched.
+
+:class:`Writeback` writes a big output's pages back while it is still being written (same
+bytes, same final fsync: it only leaves that fsync less to do).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -90,3 +94,52 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class Writeback:
+    """Write a file's dirty pages to disk while it is still being written: a daemon thread
+    calls ``fdatasync(fd)`` every ``interval`` seconds, from start() until stop().
+
+    Why: Linux starts writing dirty pages back only past ``vm.dirty_background_ratio`` of
+    memory (gigabytes on a big host) or after 30 s, so the final fsync of salvage's 1.5 GB
+    export wrote all of it at the end, alone (0.7 s of a 10 s run); written back while the
+    export runs (the disk's work, not the cores'), that fsync finds only the tail.
+
+    Guarantees: nothing about the file changes (the caller still fsyncs it before publishing).
+    An error of a background fdatasync is raised by stop() (Linux reports a failed writeback
+    to one fsync of the file only, so the final fsync may not see it again: it must not be
+    lost); after one, the thread stops. Where no thread can be started, nothing happens.
+    Start it only where a thread may be started (salvage's export: after its workers are
+    forked).
+    """
+
+    def __init__(self, fd: int, interval: float = 0.25) -> None:
+        self.fd, self.interval = fd, interval
+        self.error: OSError | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        thread = threading.Thread(target=self._run, name="writeback", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # "can't start new thread": the final fsync does it all
+            return
+        self._thread = thread
+
+    def _run(self) -> None:
+        sync = getattr(os, "fdatasync", os.fsync)  # (macOS has no fdatasync)
+        while not self._stop.wait(self.interval):
+            try:
+                sync(self.fd)
+            except OSError as exc:
+                self.error = exc
+                return
+
+    def stop(self, *, check: bool = True) -> None:
+        """Stop the thread and wait for it; ``check``: raise the error of a background fdatasync."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if check and self.error is not None:
+            raise self.error
