@@ -291,3 +291,23 @@ def test_common_rows_are_decided_by_the_shape_validators_without_from_json(monke
     assert len(parsed) == 1 and b'"extra"' in parsed[0]
     assert tally == {("messages", "btree"): [3, 0, 0, 3, 3, 1]}
     assert data == _export(reference_write_live, conn, "messages", None)[0]
+
+
+def test_a_key_that_is_not_text_after_one_that_is_gets_its_own_line_head():
+    """The loops rebuild a record's (a chat's) line head when its id changes; ids of other
+    types (an integer, a real equal to it, a BLOB, NULL) must never reuse a text id's head,
+    even when the row is otherwise the common shape."""
+    def item(seq: int) -> str:
+        return json.dumps({"v": 2, "type": "item", "seq": seq, "at": AT, "message": {"role": "user", "content": "hi"}},
+                          separators=(",", ":"))
+
+    ids = ["chat-0", 5, 5, 5.0, "chat-0", b"blob", b"blob", None, None, "5", 5]
+    _same_as_reference("history", [(rid, seq, 2, "item", AT, item(seq), "right") for seq, rid in enumerate(ids, 1)],
+                       None)
+
+    def message(key: str, chat: Any) -> str:
+        return json.dumps({"id": key, "chatId": chat if isinstance(chat, str) else 0, "role": "user", "content": "hi",
+                           "createdAt": AT}, separators=(",", ":"))
+
+    rows = [(f"m-{n}", chat, AT, message(f"m-{n}", chat), "right") for n, chat in enumerate(ids)]
+    _same_as_reference("messages", rows, None)

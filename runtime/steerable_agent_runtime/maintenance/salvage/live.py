@@ -81,7 +81,7 @@ def history_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
     after, rows, careful_rows, good, bad = at.after, 0, 0, 0, 0
     try:
         for record_id, seq, v, kind, stamp, data, crc, rowid in conn.execute(sql):
-            if record_id != last_id or type(record_id) is not str:
+            if record_id != last_id:  # (values that compare equal give the same key_head: None unless str)
                 last_id, quoted = record_id, _quoted(record_id)
                 key_head = item_line = None
                 if quoted is not None:
@@ -150,7 +150,7 @@ def message_rows(conn: Any, schema: str, write: Callable[[bytes], Any], counts: 
     after, rows, careful_rows, good, bad = at.after, 0, 0, 0, 0
     try:
         for key, chat_id, created, data, crc, rowid in conn.execute(sql):
-            if chat_id != last_chat or type(chat_id) is not str:
+            if chat_id != last_chat:  # (as history_rows: equal values, the same chat and line)
                 last_chat, chat = chat_id, _quoted(chat_id)
                 line = None if chat is None else _message_line(chat)  # the chat's lines, chat_id in place
             try:
