@@ -16,6 +16,7 @@ from steerable_agent_runtime.maintenance.salvage import parallel as salvage_para
 from steerable_agent_runtime.maintenance.salvage import salvage
 from steerable_agent_runtime.maintenance.salvage import verdict as salvage_verdict
 from steerable_agent_runtime.maintenance.workers import Chunking
+from steerable_agent_runtime.storage.schema import TABLES
 from tests.damage import DAMAGES, STRUCTURE_DAMAGES, STRUCTURE_WAL_DAMAGES, WAL_DAMAGES, build_store, copy_store
 
 ALL_DAMAGES = {**DAMAGES, **STRUCTURE_DAMAGES}
@@ -156,3 +157,44 @@ def test_without_a_thread_for_the_check_it_runs_in_the_parent_first(tmp_path: Pa
     spy = _Spy(monkeypatch)
     assert _salvage(tmp_path / "s.db", tmp_path / "beside.jsonl") == first
     assert spy.started == 1 and spy.plain == 0
+
+
+def test_the_span_scan_runs_in_the_check_and_agrees_with_the_seeks(tmp_path: Path, two_workers,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export is split by spans from seeks; the scan that tests the file (spool.span_sql)
+    runs in the check beside it, for every table read, and gives the same values."""
+    _rows, _ = build_store(tmp_path / "s.db", seed=6, chats=3, entries=15)
+    scanned: dict[str, tuple[int, int, int]] = {}
+    real = salvage_verdict._span
+
+    def span(conn: sqlite3.Connection, table: str) -> tuple[int, int, int]:
+        scanned[table] = real(conn, table)
+        return scanned[table]
+
+    monkeypatch.setattr(salvage_verdict, "_span", span)
+    spy = _Spy(monkeypatch)
+    report = salvage(tmp_path / "s.db", tmp_path / "out.jsonl")
+    assert report.method == "sqlite" and report.exit_code == 0 and spy.started == 1 and spy.plain == 0
+    conn = sqlite3.connect(tmp_path / "s.db")
+    present = {t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert sorted(scanned) == sorted(t for t in TABLES if t in present)
+    for table, span_ in scanned.items():
+        lo, hi, count = conn.execute(f"SELECT min(rowid), max(rowid), count(*) FROM {table}").fetchone()
+        assert span_ == (lo or 0, hi or 0, count)
+    conn.close()
+
+
+@pytest.mark.parametrize("how", ["fails", "disagrees"])
+def test_a_span_scan_that_fails_or_disagrees_throws_the_export_away_and_checks_first(
+        how: str, tmp_path: Path, two_workers, monkeypatch: pytest.MonkeyPatch) -> None:
+    _rows, _ = build_store(tmp_path / "s.db", seed=7, chats=3, entries=15)
+    with monkeypatch.context() as m:
+        _Spy(m, beside=False)
+        first = _salvage(tmp_path / "s.db", tmp_path / "first.jsonl")
+    if how == "fails":
+        monkeypatch.setattr(salvage_verdict, "span_sql", lambda table: f"SELECT * FROM no_such_{table}")
+    else:
+        monkeypatch.setattr(salvage_verdict, "_span", lambda _conn, _table: (0, 0, -1))
+    spy = _Spy(monkeypatch)
+    beside = _salvage(tmp_path / "s.db", tmp_path / "beside.jsonl")
+    assert spy.started == 1 and spy.plain == 1 and beside == first

@@ -51,8 +51,10 @@ def rowid_bounds_sql(table: str, *, count: bool = False) -> str:
     aggregate its own subquery, because SQLite answers a lone ``min(rowid)`` or ``max(rowid)``
     with one seek but ``SELECT min(rowid), max(rowid) FROM t`` with a scan of the whole table
     (0.1 s a million rows). ``table`` is a (schema-qualified) name of this build's schema.
-    (check's row pass uses it. salvage's span query keeps its one statement: that scan reads
-    the whole covering index, and a damaged one there sends salvage to the page reader.)"""
+    (check's row pass uses it. salvage's span query, spool.span_sql, keeps its one statement:
+    that scan reads the whole covering index, and a damaged one there sends salvage to the page
+    reader; a parallel export with the check beside it is split by this statement's values and
+    runs that scan in the check, salvage.verdict.)"""
     parts = [f"(SELECT min(rowid) FROM {table})", f"(SELECT max(rowid) FROM {table})"]
     if count:
         parts.append(f"(SELECT count(*) FROM {table})")

@@ -302,9 +302,10 @@ def _collect(snapshot: Snapshot, spool: Spool, report: SalvageReport, step: Prog
             with _fast_path():
                 spool.live_tables = spool.source_tables()
                 if beside:
-                    if parallel.worker_count(parallel.live_rows(spool)) == 1:
+                    # (the spans by seeks: their scan, a test of the file, runs in the check)
+                    if parallel.worker_count(parallel.live_rows(spool, seeks=True)) == 1:
                         raise _NotBeside()
-                    check = BesideCheck(spool.src_uri)
+                    check = BesideCheck(spool.src_uri, {t: spool.rowid_span(t) for t in spool.live_tables})
                 harvest_free(pages, spool, tally, scan_loose=False)
                 spool.mark_live()
         else:

@@ -52,9 +52,10 @@ def worker_count(rows: int, chunking: Chunking | None = None) -> int:
     return fork_workers(rows, (chunking or CHUNKING).min_rows_per_worker)
 
 
-def live_rows(spool: Spool) -> int:
-    """How many live rows the attached store's entity tables hold (what worker_count is given)."""
-    return sum(spool.rowid_span(table)[2] for table in spool.live_tables)
+def live_rows(spool: Spool, *, seeks: bool = False) -> int:
+    """How many live rows the attached store's entity tables hold (what worker_count is given;
+    ``seeks``: see Spool.rowid_span)."""
+    return sum(spool.rowid_span(table, seeks=seeks)[2] for table in spool.live_tables)
 
 
 class Unsound(Exception):

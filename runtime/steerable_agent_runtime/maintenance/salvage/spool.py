@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 from ...storage.checksum import covers_key, crc_sql, identity_sql, register
 from ...storage.schema import SCHEMA_VERSION, TABLES
 from ..readonly import lenient_text
+from ..workers import rowid_bounds_sql
 from .rows import INDEXED, Row
 
 LIVE, UNALLOCATED, STALE = 3_000_000_000, 2_000_000_000, 0
@@ -70,6 +71,13 @@ class Origin:
     committed: bool
     rank: int
     placeable: bool
+
+
+def span_sql(table: str) -> str:
+    """The statement giving ``table``'s (schema-qualified) min rowid, max rowid and row count
+    in one: SQLite answers it with a scan of the table's smallest covering index, so a file
+    whose index SQLite cannot read fails it (salvage then reads it with the page reader)."""
+    return f"SELECT min(rowid), max(rowid), count(*) FROM {table}"
 
 
 class Copy(NamedTuple):
@@ -191,12 +199,15 @@ class Spool:
         SQLite, the checksum computed in the same statement."""
         return map(Copy._make, self.conn.execute(live_copies_sql(table, "src", version=self.version)))
 
-    def rowid_span(self, table: str) -> tuple[int, int, int]:
+    def rowid_span(self, table: str, *, seeks: bool = False) -> tuple[int, int, int]:
         """(min rowid, max rowid, row count) of ``src.table`` (counted once per attach: the
-        attached store is a snapshot nobody writes)."""
+        attached store is a snapshot nobody writes), by span_sql's scan; ``seeks``: by two
+        seeks and SQLite's b-tree count instead (the same values from a sound file, ~10x
+        faster: for a caller that runs span_sql's scan elsewhere, salvage.verdict)."""
         span = self._spans.get(table)
         if span is None:
-            lo, hi, count = self.conn.execute(f"SELECT min(rowid), max(rowid), count(*) FROM src.{table}").fetchone()
+            sql = rowid_bounds_sql(f"src.{table}", count=True) if seeks else span_sql(f"src.{table}")
+            lo, hi, count = self.conn.execute(sql).fetchone()
             span = self._spans[table] = (lo or 0, hi or 0, count)
         return span
 

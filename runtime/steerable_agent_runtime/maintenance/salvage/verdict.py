@@ -6,8 +6,13 @@ starts this check in a thread of the parent once its worker processes are forked
 before: forking copies only the forking thread), so the check shares the two cores with the
 workers (the sqlite3 module releases the GIL while the check runs).
 
+The check also runs the span query (spool.span_sql: a scan of each table's smallest covering
+index) of the tables whose spans the export was split by from seeks (``spans``), and asks
+that it gives the same values: the scan stays a test of the file, as where it runs before
+the export, but off its critical path (0.16 s on the million-entry store).
+
 Guarantee: :meth:`BesideCheck.wait` is True only when ``quick_check`` answered exactly
-``ok``: the same test as spool.Spool.attach_readonly's. A failed or unfinished check (an error,
+``ok`` (the same test as spool.Spool.attach_readonly's) and each span query gave ``spans``. A failed or unfinished check (an error,
 an interruption) is False. Nothing read while the check runs is published before it passed
 (the caller throws the export away and starts the attempt again the way it did before, with
 the check first). Meanwhile the workers read a file SQLite has not yet checked: SQLite
@@ -21,12 +26,16 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+from .spool import span_sql
+
 
 class BesideCheck:
-    """``quick_check`` of the store at ``uri`` (SQLite's read-only URI), in a daemon thread."""
+    """``quick_check`` of the store at ``uri`` (SQLite's read-only URI), in a daemon thread;
+    ``spans``: per table, the (min rowid, max rowid, count) its span query must give."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, spans: dict[str, tuple[int, int, int]] | None = None) -> None:
         self.uri = uri
+        self.spans = dict(spans or {})
         self._done = threading.Event()
         self._sound = False
         self._stopped = False
@@ -51,7 +60,8 @@ class BesideCheck:
                     self._conn = None if self._stopped else conn
                 if self._conn is not None:
                     lines = [row[0] for row in conn.execute("PRAGMA quick_check(1)")]
-                    self._sound = lines == ["ok"]
+                    self._sound = lines == ["ok"] and all(_span(conn, table) == span
+                                                          for table, span in self.spans.items())
             finally:
                 with self._lock:
                     self._conn = None
@@ -78,3 +88,8 @@ class BesideCheck:
             self._stopped = True
             if self._conn is not None:
                 self._conn.interrupt()
+
+
+def _span(conn: sqlite3.Connection, table: str) -> tuple[int, int, int]:
+    lo, hi, count = conn.execute(span_sql(table)).fetchone()
+    return lo or 0, hi or 0, count
