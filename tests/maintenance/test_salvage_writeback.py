@@ -1,7 +1,7 @@
 """The parallel export's output is written back to disk while the workers write it
 (privatefile.Writeback): a failed background fdatasync is never lost (Linux reports a failed
-writeback to one fsync of the file only, so the final fsync may not see it), and the chunks
-joined from their lines (parallel.Lines) are the bytes a single process writes."""
+writeback to one fsync of the file only, so the final fsync may not see it), and the
+export writes the bytes a single process writes."""
 
 from __future__ import annotations
 
@@ -106,10 +106,3 @@ def test_the_parallel_export_with_writeback_writes_the_bytes_of_one_process(stor
     assert synced
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "many.jsonl").read_bytes()
     assert one.model_dump() | {"out": ""} == many.model_dump() | {"out": ""}
-
-
-def test_lines_join_to_what_was_written() -> None:
-    lines = salvage_parallel.Lines()
-    for part in (b"a", b"", b"bc\n", b"\xff"):
-        lines.write(part)
-    assert b"".join(lines) == b"abc\n\xff" and list(lines) == [b"a", b"", b"bc\n", b"\xff"]

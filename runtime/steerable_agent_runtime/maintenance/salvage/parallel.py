@@ -22,6 +22,7 @@ worker holds one chunk, and the caller keeps at most four tasks per worker in fl
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 from collections import deque
@@ -195,20 +196,11 @@ def _export_range(index: int, task: tuple[str, int, int]) -> Tally:
     table, lo, hi = task
     turn: _Turn = _worker["turn"]
     tally: Tally = {}
-    out = Lines()
+    out = io.BytesIO()
     try:
         write_live(_worker["conn"], table, "main", out, tally, lambda _n: None, (lo, hi), version=_worker["version"])
     except BaseException:
         turn.fail()
         raise
-    turn.write(index, _worker["fd"], memoryview(b"".join(out)))
+    turn.write(index, _worker["fd"], out.getbuffer())
     return tally
-
-
-class Lines(list):
-    """A chunk as the bytes objects written to it, in order (``write`` is ``list.append``):
-    joined once when it is done, instead of each copied into a growing buffer (measured:
-    ~1,000 fewer instructions per row than an io.BytesIO; one write call per chunk as before)."""
-
-    write = list.append
-
