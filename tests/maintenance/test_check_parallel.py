@@ -6,6 +6,7 @@ and a range SQLite cannot read are all exercised."""
 from __future__ import annotations
 
 import random
+import sqlite3
 import shutil
 import threading
 from pathlib import Path
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from steerable_agent_runtime.errors import SteerableError
 from steerable_agent_runtime.maintenance.check import tablescan
 from steerable_agent_runtime.maintenance.check import check
-from steerable_agent_runtime.maintenance.workers import Chunking
+from steerable_agent_runtime.maintenance.workers import MAX_RANGES, Chunking, rowid_ranges
 from tests.damage import DAMAGES, WAL_DAMAGES, build_store, copy_store
 
 from .conftest import CASES, FIXTURES, snapshot
@@ -82,3 +83,26 @@ def test_workers_report_what_one_process_reports_on_damaged_stores(bases, tmp_pa
     with pytest.MonkeyPatch.context() as monkeypatch:
         one, many, _ranges = _both(work / "sessions.db", monkeypatch)
     assert one == many
+
+
+def test_rowid_ranges_stay_few_over_a_huge_rowid_span():
+    # check estimates a table's rows from its rowid bounds; one row at rowid 2**62 (a sparse
+    # table, or a damaged root read as one) once made that 2**62 rows: ~10**14 ranges, and the
+    # list of them took all the memory (the test suite's 20 GB out-of-memory kills).
+    ranges = rowid_ranges(1, 2**62, 2**62, 25_000)
+    assert len(ranges) <= MAX_RANGES
+    assert ranges[0][0] == 1 and ranges[-1][1] == 2**62
+    assert all(hi + 1 == lo for (_, hi), (lo, _) in zip(ranges, ranges[1:]))  # contiguous, no rowid left out
+    assert rowid_ranges(1, 100, 100, 25) == [(1, 25), (26, 50), (51, 75), (76, 100)]  # the usual split, as before
+
+
+def test_a_store_with_a_row_at_rowid_2_to_the_62_checks_clean_in_bounded_memory(tmp_path):
+    db = tmp_path / "sessions.db"
+    build_store(db, seed=5)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE history SET rowid = ? WHERE rowid = (SELECT max(rowid) FROM history)", (2**62,))
+    conn.close()
+    report = check(db)
+    assert not report.has_errors, report.counts
+    assert report.rows["history"] == sqlite3.connect(db).execute("SELECT count(*) FROM history").fetchone()[0]

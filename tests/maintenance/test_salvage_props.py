@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from steerable_agent_runtime.errors import SteerableError
@@ -113,6 +113,10 @@ def _check_reports_what_salvage_saw(db: Path, report) -> None:
 
 @given(damage=st.sampled_from(sorted(ALL_DAMAGES)), seed=st.integers(0, 2**31), chats=st.integers(1, 4),
        entries=st.integers(0, 40))
+# A table root overwritten by another page: check read its rowid bounds as astronomical and
+# built ranges for them until memory ran out (maintenance.workers.MAX_RANGES).
+@example(damage="root_other_kind", seed=89233600, chats=4, entries=40)
+@example(damage="root_other_kind", seed=2071792559, chats=1, entries=22)
 def test_salvage_never_crashes_never_invents_and_recovers_undamaged_pages(damage: str, seed: int, chats: int,
                                                                            entries: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:

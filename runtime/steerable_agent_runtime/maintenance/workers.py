@@ -61,8 +61,16 @@ def rowid_bounds_sql(table: str, *, count: bool = False) -> str:
     return "SELECT " + ", ".join(parts)
 
 
+MAX_RANGES = 8192
+"""At most this many ranges per table: their number stays bounded whatever ``rows`` says (check
+estimates it from the rowid bounds, which one row at rowid 2**62 or a damaged b-tree makes
+astronomical; the list of ranges once took all the memory). 8,192 ranges of check's 25,000 or
+salvage's 2,048 rows are 200M and 16M rows; above that a range holds more rows."""
+
+
 def rowid_ranges(low: int, high: int, rows: int, chunk_rows: int) -> list[tuple[int, int]]:
-    """Split rowids ``low..high`` (``rows`` rows) into consecutive ranges of ~``chunk_rows`` rows."""
-    parts = max(1, -(-rows // chunk_rows))
+    """Split rowids ``low..high`` (``rows`` rows) into consecutive ranges of ~``chunk_rows`` rows,
+    at most MAX_RANGES of them; together they cover ``low..high`` exactly, in order."""
+    parts = min(MAX_RANGES, max(1, -(-rows // chunk_rows)))
     step = max(1, (high - low + parts) // parts)
     return [(lo, min(high, lo + step - 1)) for lo in range(low, high + 1, step)]
