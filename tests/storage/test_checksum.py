@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steerable_agent_runtime import DataIntegrityError, SqliteStorage
@@ -139,3 +139,35 @@ def test_row_checker_answers_as_bytes_checker_over_any_sequence_of_rows(rows, ta
         crc = (row_crc(table, identity, data) if version >= 2 else legacy_crc(data)) if data is not None else 0
         crc = crc if matching else crc ^ 1
         assert fast(*identity, data, crc) is slow(identity, data, crc) is (matching and data is not None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ROWS, st.sampled_from(sorted(TABLES)), st.sampled_from([1, SCHEMA_VERSION]),
+       st.lists(st.integers(0, 8), max_size=8), st.booleans())
+def test_batch_checker_answers_as_row_checker_over_any_sequence_of_batches(rows, table, version, cuts, messages_layout):
+    """The batch checker (one loop over a fetched batch, which remembers the last first
+    identity value across batches) gives, row after row, what the per-row checker gives: for
+    each table, both schema versions, rows laid out as history's or messages' SELECT, and the
+    rows cut into batches anywhere (an empty batch too)."""
+    from steerable_agent_runtime.storage.checksum import batch_checker, row_checker
+    arity = len(IDENTITY[table])
+    fetched = []
+    for first, second, data, matching in rows:
+        identity = (first, second, first)[:arity]
+        crc = (row_crc(table, identity, data) if version >= 2 else legacy_crc(data)) if data is not None else 0
+        crc = crc if matching else crc ^ 1
+        # messages' SELECT: (data, crc, key, ...); history's: (record_id, seq, v, type, at, data, crc)
+        fetched.append((data, crc, *identity, "x") if messages_layout else (*identity, 2, "item", "at", data, crc))
+    if messages_layout:
+        positions = (tuple(range(2, 2 + arity)), 0, 1)
+    else:
+        positions = (tuple(range(arity)), arity + 3, arity + 4)
+    per_row = row_checker(table, version)
+    expected = [per_row(*(row[i] for i in positions[0]), row[positions[1]], row[positions[2]]) for row in fetched]
+    check, answers, start = batch_checker(table, version, *positions), [], 0
+    for cut in [*cuts, len(fetched)]:
+        batch = fetched[start:start + cut]
+        answers += check(batch)
+        start += len(batch)
+    answers += check(fetched[start:])
+    assert answers == expected and all(type(a) is bool for a in answers)

@@ -10,7 +10,8 @@ under another chat.
 Schema version 1 (older stores): the CRC-32 of ``data`` alone (:func:`legacy_crc`).
 
 Every reader checks a stored ``crc`` through :func:`checker` / :func:`bytes_checker` (the one
-CRC check; :func:`row_checker` is the same check for a hot row loop); writers compute it with
+CRC check; :func:`row_checker` is the same check for a hot row loop, :func:`batch_checker`
+for a loop over fetched batches); writers compute it with
 :func:`row_crc` (:func:`history_rows` for an append's rows).
 Readers of a store pass its version (:func:`checker`); a store of version 1 is upgraded by
 :mod:`.upgrade` (the app does it on open, in one transaction).
@@ -212,6 +213,86 @@ def _two_columns(fast: BytesChecker) -> Callable[[Any, Any, Any, Any], bool]:
 
 
 _PARTS_KEPT = 1 << 16
+
+
+def batch_checker(table: str, version: int, identity_at: Sequence[int], data_at: int,
+                  crc_at: int) -> Callable[[Sequence[Sequence[Any]]], list[bool]]:
+    """:func:`row_checker`'s check over a batch of fetched rows (check's row pass, which reads
+    ``fetchmany`` batches): ``check(rows)`` returns, for each row in order, what
+    ``row_checker(table, version)(*identity, data, crc)`` returns for it, where ``identity`` is
+    the row's values at ``identity_at`` (IDENTITY[table] order), ``data`` its value at
+    ``data_at`` and ``crc`` at ``crc_at`` (a property test holds them equal over arbitrary
+    sequences of batches). Faster per row, for the usual row: no Python call per row (the
+    encoding is row_checker's, inline in one loop over the batch; the first value of a
+    two-column identity, history's record id, is hashed once per run of rows that repeat it,
+    across batches too). Not thread-safe: one per scan."""
+    fast = bytes_checker(version)
+    if covers_key(version) and len(identity_at) == len(IDENTITY[table]) == 2:
+        return _two_column_batches(fast, identity_at[0], identity_at[1], data_at, crc_at)
+    if covers_key(version) and len(identity_at) == len(IDENTITY[table]) == 1:
+        return _one_column_batches(fast, identity_at[0], data_at, crc_at)
+    ok = row_checker(table, version)
+    return lambda rows: [ok(*(row[i] for i in identity_at), row[data_at], row[crc_at]) for row in rows]
+
+
+def _one_column_batches(fast: BytesChecker, key_at: int, data_at: int,
+                        crc_at: int) -> Callable[[Sequence[Sequence[Any]]], list[bool]]:
+    crc32 = _crc32
+
+    def check(rows: Sequence[Sequence[Any]]) -> list[bool]:
+        out: list[bool] = []
+        add = out.append
+        for row in rows:
+            key, data, crc = row[key_at], row[data_at], row[crc_at]
+            if type(data) is bytes and type(key) is str:  # identity_bytes((key,)) inlined for text
+                raw = key.encode("utf-8", "surrogatepass")
+                add(crc32(data, crc32(b"s%d:%s" % (len(raw), raw))) == crc)
+            else:
+                add(fast((key,), data, crc))
+        return out
+
+    return check
+
+
+def _two_column_batches(fast: BytesChecker, first_at: int, second_at: int, data_at: int,
+                        crc_at: int) -> Callable[[Sequence[Sequence[Any]]], list[bool]]:
+    crc32 = _crc32
+    last: Any = _NOTHING  # only ever a str or bytes value once set (as in _two_columns)
+    start = 0
+    parts: dict[int, bytes] = {}
+
+    def check(rows: Sequence[Sequence[Any]]) -> list[bool]:
+        nonlocal last, start
+        out: list[bool] = []
+        add = out.append
+        for row in rows:
+            first, second, data, crc = row[first_at], row[second_at], row[data_at], row[crc_at]
+            if type(data) is not bytes:
+                add(fast((first, second), data, crc))
+                continue
+            if first != last:
+                kind = type(first)
+                if kind is str:
+                    raw = first.encode("utf-8", "surrogatepass")
+                elif kind is bytes:
+                    raw = first
+                else:
+                    add(fast((first, second), data, crc))
+                    continue
+                last, start = first, crc32(b"s%d:%s" % (len(raw), raw))
+            if type(second) is int:
+                part = parts.get(second)
+                if part is None:
+                    raw = b"%d" % second
+                    part = b"i%d:%s" % (len(raw), raw)
+                    if len(parts) < _PARTS_KEPT:
+                        parts[second] = part
+                add(crc32(data, crc32(part, start)) == crc)
+            else:
+                add(crc32(data, crc32(identity_bytes((second,)), start)) == crc)
+        return out
+
+    return check
 
 
 def checker(version: int) -> Checker:

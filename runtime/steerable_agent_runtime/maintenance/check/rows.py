@@ -11,7 +11,7 @@ downgrade and legacy findings. A row with a problem is counted and the scan goes
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -19,9 +19,10 @@ from typing import Any
 from pydantic_core import from_json
 
 from ...history import ENTRY_TYPES, RECORD_FORMAT_VERSION
-from ...storage.checksum import IDENTITY, row_checker
+from ...storage.checksum import IDENTITY, batch_checker, row_checker
 from ...storage.schema import TableSpec
 from ..codes import FindingLog
+from .commonrows import common_item, common_message
 from .shapes import ROLES, SHAPES, entry_shape
 
 Tick = Callable[[int], None]
@@ -76,44 +77,101 @@ def _first(slots: dict[Any, list[int]], key: Any, seq: int) -> None:
         slot[1] = min(slot[1], seq)
 
 
-def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick, where: str = "") -> int:
+def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick, where: str = "",
+                 batched: bool = False) -> int:
     """Check every history row (``where``: a rowid range); return how many rows were read.
 
-    The hot loop of a full check: the checksum through storage/checksum.py's row_checker
-    (rowid order keeps a record's rows together, so the record id's part is hashed once per
-    record), then the plain-item test inline: a current-version ``item`` whose columns agree
-    with its data and whose message is well-formed. Any other row, and every problem, goes
-    through ``_check_entry``."""
-    ok = _checker(conn, "history")
+    The hot loop of a full check: the checksum through storage/checksum.py (rowid order keeps
+    a record's rows together, so the record id's part is hashed once per record), then the
+    plain-item test: a current-version ``item`` whose columns agree with its data and whose
+    message is well-formed. Any other row, and every problem, goes through ``_check_entry``.
+
+    ``batched``: read ``fetchmany`` batches, each checksummed in one call (batch_checker) and
+    its common items tested by one validator call each (commonrows.common_item; any row it
+    refuses takes the row-by-row test). For a table read to the end it reports what the
+    row-by-row loop reports (a property test holds them equal); a read error loses the rows
+    of the batch it ends, so a caller scans again row by row after any error (scan_table)."""
+    version = _version(conn)
     cursor = conn.execute(f"SELECT record_id, seq, v, type, at, CAST(data AS BLOB), crc FROM history {where}")
-    loads, n, plain, current, roles = from_json, 0, 0, RECORD_FORMAT_VERSION, ROLES
-    for record_id, seq, v_col, type_col, at_col, data, crc in cursor:
+    if batched:
+        return _history_batches(_batches(cursor), batch_checker("history", version, (0, 1), 5, 6), log, stats, tick)
+    return _history_rows(cursor, row_checker("history", version), log, stats, tick)
+
+
+_BATCH = (_TICK_EVERY + 1) // 8
+"""Rows per ``fetchmany`` of a batched scan: it divides the tick period, so a batched scan
+ticks at the same counts as a row-by-row one."""
+
+
+def _batches(cursor: Any) -> Iterator[list[Any]]:
+    return iter(lambda: cursor.fetchmany(_BATCH), [])
+
+
+def _history_rows(cursor: Iterable[Any], ok: Callable[..., bool], log: FindingLog, stats: RecordStats,
+                  tick: Tick) -> int:
+    """The row-by-row loop: ``(record_id, seq, v, type, at, data, crc)`` rows."""
+    n = plain = 0
+    for row in cursor:
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
-        if not ok(record_id, seq, data, crc):
-            log.add("row-checksum-mismatch", f"history record {record_id!r} seq {seq}: data bytes do not match"
-                    " their CRC-32", table="history", record_id=record_id, seq=seq)
-            continue
-        try:
-            obj = loads(data, cache_strings="keys")
-        except ValueError as exc:
-            log.add("row-json-invalid", f"history record {record_id!r} seq {seq}: data is not JSON ({exc})",
-                    table="history", record_id=record_id, seq=seq)
-            continue
-        if (type(obj) is dict and type_col == "item" and v_col == current and obj.get("v") == v_col
-                and obj.get("type") == "item" and obj.get("seq") == seq and obj.get("at") == at_col
-                and type(seq) is int and type(at_col) is str):
-            msg = obj.get("message")
-            if type(msg) is dict and type(role := msg.get("role")) is str and role in roles:
-                content = msg.get("content")
-                if content is None or type(content) is str or type(content) is list:
-                    plain += 1
-                    continue
-        _check_entry(obj, (record_id, seq, v_col, type_col, at_col), log, stats)
+        plain += _history_row(row, ok(row[0], row[1], row[5], row[6]), log, stats)
     if plain:  # no key for a version no row has (an empty table, or every row damaged)
         stats.versions[RECORD_FORMAT_VERSION] += plain
     return n
+
+
+def _history_batches(batches: Iterable[list[Any]], check: Callable[[list[Any]], list[bool]], log: FindingLog,
+                     stats: RecordStats, tick: Tick) -> int:
+    """_history_rows over batches of rows: the common item passed by one validator call."""
+    n = plain = 0
+    item, current = common_item, RECORD_FORMAT_VERSION
+    for rows in batches:
+        for row, good in zip(rows, check(rows)):
+            if good:
+                try:
+                    obj = item(row[5])
+                except ValueError:
+                    pass
+                else:
+                    seq = row[1]  # (only text equals the validated "at": the at column is text)
+                    if (obj["seq"] == seq and obj["at"] == row[4] and row[3] == "item" and row[2] == current
+                            and type(seq) is int):
+                        plain += 1
+                        continue
+            plain += _history_row(row, good, log, stats)
+        n += len(rows)
+        if rows and not n & _TICK_EVERY:
+            tick(n)
+    if plain:
+        stats.versions[RECORD_FORMAT_VERSION] += plain
+    return n
+
+
+def _history_row(row: Any, good: bool, log: FindingLog, stats: RecordStats) -> int:
+    """One history row whose checksum test answered ``good``: 1 for a plain item (no finding),
+    else 0, its findings added and its version noted."""
+    record_id, seq, v_col, type_col, at_col, data, _crc = row
+    if not good:
+        log.add("row-checksum-mismatch", f"history record {record_id!r} seq {seq}: data bytes do not match"
+                " their CRC-32", table="history", record_id=record_id, seq=seq)
+        return 0
+    try:
+        obj = from_json(data, cache_strings="keys")
+    except ValueError as exc:
+        log.add("row-json-invalid", f"history record {record_id!r} seq {seq}: data is not JSON ({exc})",
+                table="history", record_id=record_id, seq=seq)
+        return 0
+    if (type(obj) is dict and type_col == "item" and v_col == RECORD_FORMAT_VERSION and obj.get("v") == v_col
+            and obj.get("type") == "item" and obj.get("seq") == seq and obj.get("at") == at_col
+            and type(seq) is int and type(at_col) is str):
+        msg = obj.get("message")
+        if type(msg) is dict and type(role := msg.get("role")) is str and role in ROLES:
+            content = msg.get("content")
+            if content is None or type(content) is str or type(content) is list:
+                return 1
+    _check_entry(obj, (record_id, seq, v_col, type_col, at_col), log, stats)
+    return 0
 
 
 def _check_entry(obj: Any, row: tuple[Any, ...], log: FindingLog, stats: RecordStats) -> None:
@@ -152,18 +210,23 @@ def _entry_column_mismatch(obj: dict[str, Any], v: int, row: tuple[Any, ...]) ->
     return "columns disagree with data"
 
 
-def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where: str = "") -> int:
+def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where: str = "",
+                  batched: bool = False) -> int:
     """Check every row of a non-history table (``where``: a rowid range); return how many rows were read.
 
     Each column is fetched once (the key, the indexed columns and the identity overlap:
     ``messages`` reads id, chat_id, created_at, data, crc), and a row is rebuilt in the
     (key, indexed columns..., data, crc) order of the findings only when it has a problem.
     ``messages`` (as many rows as history) takes :func:`_scan_messages`' loop, with the same
-    findings."""
-    row = _EntityRow(spec, log, _checker(conn, spec.name))
+    findings; ``batched`` as scan_history's (for messages: :func:`_message_batches`)."""
+    version = _version(conn)
+    row = _EntityRow(spec, log, row_checker(spec.name, version))
     sql = f"SELECT CAST(data AS BLOB), crc, {', '.join(row.selected)} FROM {spec.name} {where}"
     if row.messages_loop:
-        return _scan_messages(conn.execute(sql), row, tick)
+        cursor = conn.execute(sql)
+        if batched:
+            return _message_batches(_batches(cursor), batch_checker("messages", version, (2,), 0, 1), row, tick)
+        return _scan_messages(cursor, row, tick)
     check, n = row.check, 0
     for whole in conn.execute(sql):
         n += 1
@@ -183,23 +246,52 @@ def _scan_messages(cursor: Any, row: "_EntityRow", tick: Tick) -> int:
     a JSON object whose id, chatId and createdAt equal the columns, all text, its content text
     and its role a chat role) is passed inline; any other row goes through the general
     per-row check (:class:`_EntityRow`), so the findings are the general loop's."""
-    ok, loads, roles, check, n = row.ok, from_json, ROLES, row.check, 0
+    ok, n = row.ok, 0
     for whole in cursor:
-        data, crc, key, chat_id, created_at = whole
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
-        if type(data) is bytes and type(key) is str and ok(key, data, crc):
-            try:
-                obj = loads(data, cache_strings="keys")
-            except ValueError:
-                obj = None
-            if (type(obj) is dict and obj.get("id") == key and obj.get("chatId") == chat_id
-                    and obj.get("createdAt") == created_at and type(chat_id) is str and type(created_at) is str
-                    and type(obj.get("content")) is str and type(role := obj.get("role")) is str and role in roles):
-                continue
-        check(whole)
+        _message_row(whole, type(whole[0]) is bytes and type(whole[2]) is str and ok(whole[2], whole[0], whole[1]),
+                     row)
     return n
+
+
+def _message_batches(batches: Iterable[list[Any]], check: Callable[[list[Any]], list[bool]], row: "_EntityRow",
+                     tick: Tick) -> int:
+    """_scan_messages over batches of rows: the common message passed by one validator call."""
+    message, n = common_message, 0
+    for rows in batches:
+        for whole, good in zip(rows, check(rows)):
+            if good:
+                try:
+                    obj = message(whole[0])
+                except ValueError:
+                    pass
+                else:
+                    # (only text equals the validated text: the columns are text)
+                    if obj["id"] == whole[2] and obj["chatId"] == whole[3] and obj["createdAt"] == whole[4]:
+                        continue
+            _message_row(whole, good, row)
+        n += len(rows)
+        if rows and not n & _TICK_EVERY:
+            tick(n)
+    return n
+
+
+def _message_row(whole: Any, good: bool, row: "_EntityRow") -> None:
+    """One messages row whose checksum test answered ``good``: the usual row passes inline,
+    any other goes through the general check."""
+    data, _crc, key, chat_id, created_at = whole
+    if good and type(data) is bytes and type(key) is str:
+        try:
+            obj = from_json(data, cache_strings="keys")
+        except ValueError:
+            obj = None
+        if (type(obj) is dict and obj.get("id") == key and obj.get("chatId") == chat_id
+                and obj.get("createdAt") == created_at and type(chat_id) is str and type(created_at) is str
+                and type(obj.get("content")) is str and type(role := obj.get("role")) is str and role in ROLES):
+            return
+    row.check(whole)
 
 
 class _EntityRow:
@@ -250,9 +342,9 @@ def _columns_of(indices: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ..
     return itemgetter(*indices)
 
 
-def _checker(conn: Any, table: str) -> Callable[..., bool]:
-    """The CRC check of ``table``'s rows under the store's schema version (storage/checksum.py)."""
-    return row_checker(table, conn.execute("PRAGMA user_version").fetchone()[0])
+def _version(conn: Any) -> int:
+    """The store's schema version: its rows' checksum rule (storage/checksum.py)."""
+    return conn.execute("PRAGMA user_version").fetchone()[0]
 
 
 def _column_finding(table: str, row: tuple[Any, ...], pairs: list[tuple[str, str]], obj: dict[str, Any],

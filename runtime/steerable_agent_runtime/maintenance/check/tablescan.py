@@ -47,19 +47,25 @@ class TableScan:
 
 def scan_table(conn: sqlite3.Connection, table: str, max_per_code: int, tick: Callable[[int], None],
                where: str = "") -> TableScan:
-    """Scan every row of ``table`` (``where``: only a rowid range; see the module docstring)."""
+    """Scan every row of ``table`` (``where``: only a rowid range; see the module docstring).
+
+    First in ``fetchmany`` batches (rows.py's fast loops); a batched scan that SQLite does not
+    read to the end is dropped and the table scanned again row by row, so what is counted and
+    found up to a read error is what the row-by-row loop counts and finds."""
     lenient = conn.text_factory
     try:
-        for factory in (str, lenient):
+        for factory, batched in ((str, True), (str, False), (lenient, False)):
             conn.text_factory = factory
             result = TableScan(table, log=FindingLog(max_per_code))
             try:
-                result.rows = _scan(conn, result, lambda n: (setattr(result, "rows", n), tick(n)), where)
+                result.rows = _scan(conn, result, lambda n: (setattr(result, "rows", n), tick(n)), where, batched)
             except sqlite3.OperationalError as exc:
-                if factory is not lenient and kind(exc) == "decode":
+                if batched or (factory is not lenient and kind(exc) == "decode"):
                     continue
                 result.error = str(exc)
             except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # the latter: a garbled error message
+                if batched:
+                    continue
                 result.error = str(exc)
             return result
     finally:
@@ -67,10 +73,11 @@ def scan_table(conn: sqlite3.Connection, table: str, max_per_code: int, tick: Ca
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _scan(conn: sqlite3.Connection, result: TableScan, tick: Callable[[int], object], where: str) -> int:
+def _scan(conn: sqlite3.Connection, result: TableScan, tick: Callable[[int], object], where: str,
+          batched: bool) -> int:
     if result.table == "history":
-        return scan_history(conn, result.log, result.stats, tick, where)
-    return scan_entities(conn, TABLES[result.table], result.log, tick, where)
+        return scan_history(conn, result.log, result.stats, tick, where, batched)
+    return scan_entities(conn, TABLES[result.table], result.log, tick, where, batched)
 
 
 def scan_tables(conn: sqlite3.Connection, tables: list[str], max_per_code: int,
