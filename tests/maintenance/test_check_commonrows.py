@@ -7,13 +7,16 @@ row-by-row tests accept."""
 from __future__ import annotations
 
 import json
+import sqlite3
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import from_json
 
 from steerable_agent_runtime.history import RECORD_FORMAT_VERSION
 from steerable_agent_runtime.maintenance.check.commonrows import common_item, common_message
+from steerable_agent_runtime.maintenance.check import rows as R
 from steerable_agent_runtime.maintenance.check.rows import (RecordStats, _EntityRow, _history_batches, _history_row,
                                                             _history_rows, _message_batches, _scan_messages)
 from steerable_agent_runtime.maintenance.codes import FindingLog
@@ -217,3 +220,69 @@ def test_one_step_from_a_common_item_the_loops_agree():
     _history_rows(iter(rows), row_checker("history", 2), *by_row, lambda n: None)
     assert _findings(batched[0]) == _findings(by_row[0]) and _stats(batched[1]) == _stats(by_row[1])
     assert sum(by_row[0].counts.values()) > 1000  # most of them are findings
+
+
+class _Failing:
+    """A cursor that SQLite stops reading after ``after`` rows (damage met part-way)."""
+
+    def __init__(self, cursor, after: int) -> None:
+        self.cursor, self.left = cursor, after
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.left == 0:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        self.left -= 1
+        return next(self.cursor)
+
+    def fetchmany(self, size: int) -> list:
+        return [row for row, _ in zip(self, range(size))]
+
+
+class _Conn:
+    """A connection whose scans of ``table`` fail after ``after`` rows."""
+
+    def __init__(self, conn, table: str, after: int) -> None:
+        self.conn, self.table, self.after = conn, table, after
+
+    @property
+    def text_factory(self):
+        return self.conn.text_factory
+
+    @text_factory.setter
+    def text_factory(self, value) -> None:
+        self.conn.text_factory = value
+
+    def execute(self, sql: str, *args):
+        cursor = self.conn.execute(sql, *args)
+        return _Failing(cursor, self.after) if f"FROM {self.table}" in sql else cursor
+
+
+@pytest.mark.parametrize("table", ["history", "messages"])
+def test_a_scan_sqlite_stops_part_way_reports_what_the_row_loop_reports(tmp_path, table):
+    """A batched scan that SQLite does not read to the end is dropped and the table scanned
+    row by row: the findings before the error (a checksum mismatch in the batch the error
+    ends) and the count are the row-by-row loop's."""
+    from steerable_agent_runtime.maintenance.check.tablescan import scan_table
+    from tests.damage import build_store
+
+    db = tmp_path / "s.db"
+    build_store(db, seed=3)
+    raw = sqlite3.connect(db)
+    column = "seq = 2" if table == "history" else "rowid = 2"
+    raw.execute(f"UPDATE {table} SET crc = crc + 1 WHERE rowid IN (SELECT rowid FROM {table} WHERE {column} LIMIT 1)")
+    raw.commit()
+    raw.close()
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    result = scan_table(_Conn(conn, table, 5), table, 20, lambda n: None)
+    assert result.error == "database disk image is malformed"
+    assert result.log.counts == {"row-checksum-mismatch": 1}
+    by_row = FindingLog(20)
+    with pytest.raises(sqlite3.DatabaseError):
+        if table == "history":
+            R.scan_history(_Conn(conn, table, 5), by_row, RecordStats(), lambda n: None)
+        else:
+            R.scan_entities(_Conn(conn, table, 5), TABLES[table], by_row, lambda n: None)
+    assert _findings(result.log) == _findings(by_row)
