@@ -30,6 +30,7 @@ from ...storage.lease import lease_holder
 from ...storage.schema import SCHEMA_VERSION, TABLES
 from ..codes import FindingLog
 from ..readonly import ReadOnlyConnection, read_store
+from .integrity import integrity_problems
 from .orphans import check_orphans
 from .records import (DowngradeRecord, check_contiguity, stats_from_columns, version_findings)
 from ..report import JobReport, Progress, no_progress
@@ -37,7 +38,6 @@ from .rows import RecordStats
 from .tablescan import ParallelScan, parallel_scan, scan_tables
 
 DEFAULT_WAL_THRESHOLD = 64 << 20
-_INTEGRITY_MAX_ERRORS = 1_000_000
 
 class CheckReport(JobReport):
     """What check found. ``counts`` has every finding per code; ``findings`` the first N of each."""
@@ -68,10 +68,13 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
         tick(pragma, 0, None)
         present = _readable_tables(conn, log)
         tables = [name for name in TABLES if name in present]
-        # The row pass's worker processes are forked first, before any thread starts.
-        with parallel_scan(conn, conn.uri, conn.strategy != "shared" and not quick, tables, max_per_code) as early, \
+        # The row pass's worker processes are forked first, before any thread starts; when
+        # there are, integrity_check is their first task (integrity.py), else it has a thread.
+        with parallel_scan(conn, conn.uri, conn.strategy != "shared" and not quick, tables, max_per_code,
+                           integrity=pragma) as early, \
                 ThreadPoolExecutor(2) as pool:  # SQLite releases the GIL: these run beside the row pass
-            integrity = pool.submit(_integrity, conn.sibling(), pragma)
+            integrity = early.integrity if early is not None else pool.submit(
+                integrity_problems, conn.sibling(), pragma)
             # checksums in Python: beside SQLite's work (no thread for a missing or empty -wal)
             wal_scan = pool.submit(_scan_wal, Path(path)) if _wal_bytes(Path(path)) else None
             if present:
@@ -89,17 +92,6 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
     _wal(Path(path), wal_threshold_bytes, report, log)
     report.counts, report.findings = dict(sorted(log.counts.items())), log.findings
     return report
-
-
-def _integrity(conn: ReadOnlyConnection, pragma: str) -> list[str]:
-    """The problems ``PRAGMA integrity_check`` / ``quick_check`` reports ([] when "ok"); closes ``conn``."""
-    try:
-        lines = [r[0] for r in conn.execute(f"PRAGMA {pragma}({_INTEGRITY_MAX_ERRORS})")]
-    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-        lines = [f"could not finish: {exc}"]
-    finally:
-        conn.close()
-    return [line for line in lines if line != "ok"]
 
 
 def _readable_tables(conn: ReadOnlyConnection, log: FindingLog) -> set[str]:

@@ -31,6 +31,7 @@ from ...storage.dberrors import kind
 from ..codes import FindingLog
 from ..workers import Chunking, fork_pool, fork_workers, rowid_bounds_sql, rowid_ranges
 from ..readonly import lenient_text
+from .integrity import integrity_problems
 from .rows import RecordStats, scan_entities, scan_history
 
 
@@ -110,9 +111,11 @@ class ParallelScan:
     """Rowid ranges being scanned by worker processes; :meth:`results` merges them."""
 
     def __init__(self, tables: list[str], tasks: list[tuple[str, int, int]], futures: list[Future[TableScan] | None],
-                 max_per_code: int, total: int) -> None:
+                 max_per_code: int, total: int, integrity: Future[list[str]] | None = None) -> None:
         self.tables, self.tasks, self.futures = tables, tasks, futures
         self.max_per_code, self.total = max_per_code, total
+        self.integrity = integrity
+        """integrity.integrity_problems' answer, when the pool runs it (``parallel_scan(integrity=...)``)."""
 
     def results(self, progress: Callable[[str, int, int | None], None]) -> list[TableScan]:
         """One TableScan per table, as scan_tables would return them; progress ``("rows", done, total)``."""
@@ -134,12 +137,14 @@ class ParallelScan:
 
 @contextmanager
 def parallel_scan(conn: sqlite3.Connection, uri: str, static: bool, tables: list[str],
-                  max_per_code: int, chunking: Chunking | None = None) -> Iterator[ParallelScan | None]:
+                  max_per_code: int, chunking: Chunking | None = None,
+                  integrity: str | None = None) -> Iterator[ParallelScan | None]:
     """Start scanning ``tables`` in worker processes (each opens ``uri``), or yield None when
     it should run in one process: the snapshot is not ``static``, the caller runs threads,
     the store is small, or SQLite cannot even read the tables' rowid bounds (the sequential
-    scan then reports why). ``chunking``: how to split the rows (default CHUNKING). Call it
-    before starting any thread."""
+    scan then reports why). ``chunking``: how to split the rows (default CHUNKING).
+    ``integrity``: a pragma (``integrity_check``) the pool runs first, on a connection of its
+    own (the ParallelScan's ``integrity`` future). Call it before starting any thread."""
     chunking = chunking or CHUNKING
     spans = _spans(conn, tables) if static else None
     workers = fork_workers(sum(rows for _lo, _hi, rows in spans.values()), chunking.min_rows_per_worker) if spans else 1
@@ -151,9 +156,10 @@ def parallel_scan(conn: sqlite3.Connection, uri: str, static: bool, tables: list
     tasks = [(table, lo, hi) for table in tables
              for lo, hi in (rowid_ranges(*spans[table], chunking.chunk_rows) if spans[table][2] else [(0, 0)])]
     with fork_pool(workers, _start_worker, (uri, max_per_code)) as pool:
+        first = pool.submit(_integrity, integrity) if integrity is not None else None
         futures: list[Future[TableScan] | None] = [pool.submit(_scan_range, task) for task in tasks]
         try:
-            yield ParallelScan(tables, tasks, futures, max_per_code, sum(rows for *_, rows in spans.values()))
+            yield ParallelScan(tables, tasks, futures, max_per_code, sum(rows for *_, rows in spans.values()), first)
         finally:
             for future in futures:
                 if future is not None:
@@ -179,7 +185,14 @@ def _start_worker(uri: str, max_per_code: int) -> None:
     """Worker start: open the snapshot read-only (after the fork: never share a connection)."""
     conn = sqlite3.connect(uri, uri=True, isolation_level=None)
     conn.text_factory = lenient_text
-    _worker.update(conn=conn, max_per_code=max_per_code)
+    _worker.update(conn=conn, max_per_code=max_per_code, uri=uri)
+
+
+def _integrity(pragma: str) -> list[str]:
+    """integrity_problems on a connection of its own, opened as the worker's."""
+    conn = sqlite3.connect(_worker["uri"], uri=True, isolation_level=None)
+    conn.text_factory = lenient_text
+    return integrity_problems(conn, pragma)
 
 
 def _scan_range(task: tuple[str, int, int]) -> TableScan:
