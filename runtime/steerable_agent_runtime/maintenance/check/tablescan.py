@@ -161,7 +161,7 @@ def parallel_scan(conn: sqlite3.Connection, uri: str, static: bool, tables: list
         try:
             yield ParallelScan(tables, tasks, futures, max_per_code, sum(rows for *_, rows in spans.values()), first)
         finally:
-            for future in futures:
+            for future in (first, *futures):
                 if future is not None:
                     future.cancel()
 
