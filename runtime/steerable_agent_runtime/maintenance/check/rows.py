@@ -100,7 +100,7 @@ def scan_history(conn: Any, log: FindingLog, stats: RecordStats, tick: Tick, whe
 
 _BATCH = 128
 """Rows per ``fetchmany`` of a batched scan (~100 KB: a batch is read three times, fetch,
-checksum and parse, so it must stay in a core's cache; 2,048 rows cost 0.8 s more CPU on the
+checksum and parse, so it must stay in a core's cache; 2,048 rows cost ~0.9 s more CPU on the
 million-entry store than 64-128 beside integrity_check). It divides the tick period, so a
 batched scan ticks at the same counts as a row-by-row one."""
 assert (_TICK_EVERY + 1) % _BATCH == 0
