@@ -26,7 +26,7 @@ from typing import Any
 from ...sqlitefile.wal import WalScan, scan_wal
 from ...sqlitefile.pinned import open_pinned
 from ...storage.access import wal_path
-from ...storage.lease import lease_holder
+from ...storage.lease import LeaseHolder, lease_holder
 from ...storage.schema import SCHEMA_VERSION, TABLES
 from ..codes import FindingLog
 from ..readonly import ReadOnlyConnection, read_store
@@ -61,7 +61,7 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
     """Check the store at ``path`` and return every finding (see the module docstring)."""
     tick = progress or no_progress
 
-    def read(conn: ReadOnlyConnection) -> tuple[CheckReport, FindingLog]:
+    def read(conn: ReadOnlyConnection) -> tuple[CheckReport, FindingLog, LeaseHolder | None]:
         log, report = FindingLog(max_per_code), CheckReport(path=str(path), quick=quick)
         report.access, report.schema_version = conn.strategy, conn.user_version
         pragma = "quick_check" if quick else "integrity_check"
@@ -72,9 +72,12 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
         # there are, integrity_check is their first task (integrity.py), else it has a thread.
         with parallel_scan(conn, conn.uri, conn.strategy != "shared" and not quick, tables, max_per_code,
                            integrity=pragma) as early, \
-                ThreadPoolExecutor(2) as pool:  # SQLite releases the GIL: these run beside the row pass
+                ThreadPoolExecutor(3) as pool:  # SQLite releases the GIL: these run beside the row pass
             integrity = early.integrity if early is not None else pool.submit(
                 integrity_problems, conn.sibling(), pragma)
+            # /proc/locks can take milliseconds to read (the kernel waits for an RCU grace period
+            # after recent file locks): a fixed cost kept off the end of the job
+            holder = pool.submit(lease_holder, path)
             # checksums in Python: beside SQLite's work (no thread for a missing or empty -wal)
             wal_scan = pool.submit(_scan_wal, Path(path)) if _wal_bytes(Path(path)) else None
             if present:
@@ -85,10 +88,10 @@ def check(path: str | os.PathLike[str], *, quick: bool = False, max_per_code: in
             log.add("sqlite-integrity", f"{pragma}: {line}")
         report.integrity_ok = not problems
         _wal_frames(wal_scan.result() if wal_scan is not None else None, log)
-        return report, log
+        return report, log, holder.result()
 
-    report, log = read_store(path, read, allow_newer_schema=True)
-    _lease(path, report, log)
+    report, log, holder = read_store(path, read, allow_newer_schema=True)
+    _lease(holder, report, log)
     _wal(Path(path), wal_threshold_bytes, report, log)
     report.counts, report.findings = dict(sorted(log.counts.items())), log.findings
     return report
@@ -211,8 +214,7 @@ def _scan(conn: ReadOnlyConnection, tables: list[str], report: CheckReport, log:
                     table=unit.table)
 
 
-def _lease(path: str | os.PathLike[str], report: CheckReport, log: FindingLog) -> None:
-    holder = lease_holder(path)
+def _lease(holder: LeaseHolder | None, report: CheckReport, log: FindingLog) -> None:
     if holder is None:
         return
     report.lease_held, report.lease_holder_pid = True, holder.pid
