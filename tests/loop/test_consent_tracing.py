@@ -169,3 +169,33 @@ def test_cancel_while_waiting_for_approval_answers_the_call_cancelled():
     assert completion(events)["status"] == "cancelled" and log == []
     [result] = [e.data for e in events if e.kind == "tool_call_result"]
     assert result["success"] is False and result["error"].startswith("cancelled")
+
+
+def test_a_denied_call_repeated_in_the_turn_is_answered_by_dedup_and_still_not_a_tool_error():
+    # The model retries a call the user denied: dedup answers it from the first (denied) result
+    # without asking again, and that answer is a denial like the first, never a tool error.
+    router, log = make_router()
+    script = [ScriptedResponse(tool_calls=[{"name": "shell", "arguments": {"command": "ls"}}]) for _ in range(3)]
+    provider = ScriptedProvider([*script, "gave up"])
+    events = run_loop(CoreLoop(provider, router, config=LoopConfig(max_tool_errors=2)), USER)
+    assert completion(events)["status"] == "completed"
+    results = [e.data for e in events if e.kind == "tool_call_result"]
+    assert [r.get("deduplicated", False) for r in results] == [False, True, True]
+    assert all(r["error"].startswith("denied") for r in results) and log == []
+
+
+def test_a_host_executor_refusal_repeated_in_the_turn_is_still_a_denial():
+    from steerable_agent_runtime.tools import ToolConsentError
+
+    class Refusing(HostTools):
+        async def execute(self, call, ctx):
+            self.calls.append(call.name)
+            raise ToolConsentError("the host refused")
+
+    tools = Refusing()
+    script = [ScriptedResponse(tool_calls=[{"name": "host_echo", "arguments": {"x": 1}}]) for _ in range(3)]
+    provider = ScriptedProvider([*script, "gave up"])
+    events = run_loop(CoreLoop(provider, tools, config=LoopConfig(max_tool_errors=2)), USER)
+    assert completion(events)["status"] == "completed" and tools.calls == ["host_echo"]
+    assert all(e.data["error"].startswith("denied") for e in events if e.kind == "tool_call_result")
+

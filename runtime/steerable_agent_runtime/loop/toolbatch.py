@@ -10,7 +10,8 @@ Guarantees of a batch (the loop yields each group's starts, then awaits ``run_gr
 - a call running past ``tool_timeout_s`` is stopped and answered "timed out"; a cancel stops
   the running call (or the wait for its approval) and answers it and every later call "cancelled";
 - the same name + arguments seen earlier in the turn is answered from the first result
-  (``tool_dedup``), without running again.
+  (``tool_dedup``), without running again; an answer repeating a denial is a denial too (it
+  does not count towards ``max_tool_errors``).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class ToolBatch:
         self.approver = approver
         self.cancelled = cancelled  # set by interrupt() (the loop's cancel)
         self.seen: dict[Hashable, ToolResult | asyncio.Future[ToolResult]] = {}  # a future while it runs
+        self.denied: set[Hashable] = set()  # the keys in ``seen`` whose result is a denial
         self.consecutive_errors = 0
         self._dedup = config.tool_dedup
         self._mode_of = getattr(tools, "mode_of", None)
@@ -168,6 +170,8 @@ class ToolBatch:
             result, denied = self._failure(call, exc)
             if key is not None:
                 self.seen[key] = result
+                if denied:
+                    self.denied.add(key)
             return self._finish(call, result, (_perf_counter() - started) * 1000.0, ctx, results, denied)
         else:
             return self._rest(call, ctx, pending, first, started, key, results)
@@ -208,6 +212,8 @@ class ToolBatch:
             if not handler_failed(exc):
                 raise
             result, denied = self._failure(call, exc)
+            if denied and key is not None:
+                self.denied.add(key)
         else:
             result, denied = (value if type(value) is ToolResult else _checked(call, value)), False
         ms = (_perf_counter() - started) * 1000.0
@@ -261,7 +267,8 @@ class ToolBatch:
         if key is not None and key in self.seen:
             earlier = self.seen[key]
             result = earlier if isinstance(earlier, ToolResult) else await asyncio.shield(earlier)
-            return result, 0.0, False, True
+            # (read after the wait: a twin's first records its denial before its future resolves)
+            return result, 0.0, key in self.denied, True
         first: asyncio.Future[ToolResult] | None = None
         if key is not None and together:  # registered before running, so a twin in the same batch waits for it
             first = self.seen[key] = asyncio.get_running_loop().create_future()
@@ -281,6 +288,8 @@ class ToolBatch:
                 del self.seen[key]
                 first.cancel()
             raise
+        if denied and key is not None:  # a repeat answered from it is a denial too (not a tool error)
+            self.denied.add(key)
         if first is not None:
             first.set_result(result)
         elif key is not None:
