@@ -199,3 +199,18 @@ def test_a_host_executor_refusal_repeated_in_the_turn_is_still_a_denial():
     assert completion(events)["status"] == "completed" and tools.calls == ["host_echo"]
     assert all(e.data["error"].startswith("denied") for e in events if e.kind == "tool_call_result")
 
+
+def test_an_approver_answer_that_is_not_a_bool_is_a_denial():
+    # Consent fails closed: only True approves. A truthy non-bool ("no", a dict, a coroutine
+    # result the host forgot to unwrap) must never run a local or destructive tool.
+    for answer in ("no", {"approved": False}, 1, [False]):
+        async def approver(call, mode, ctx, answer=answer):
+            return answer
+
+        router, log = make_router()
+        provider = ScriptedProvider(shell_then())
+        events = run_loop(CoreLoop(provider, router, approver=approver), USER)
+        assert completion(events)["status"] == "completed"
+        [result] = tool_results(provider)
+        assert result["success"] is False and result["error"].startswith("denied"), answer
+        assert "not a bool" in result["error"] and log == [], answer

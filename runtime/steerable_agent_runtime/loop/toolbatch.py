@@ -5,8 +5,9 @@ Guarantees of a batch (the loop yields each group's starts, then awaits ``run_gr
 - consecutive ``read`` calls run concurrently when ``parallel_tools`` is on; anything else runs
   alone, in order;
 - a ``local``/``destructive`` call asks the approver (inside an ``approval.wait`` span under
-  its tool span); no approver, a False answer or an approver that raises is a failed result
-  starting "denied", and the loop goes on;
+  its tool span); no approver, an answer other than True (False, or anything that is not a
+  bool: consent fails closed) or an approver that raises is a failed result starting "denied",
+  and the loop goes on;
 - a call running past ``tool_timeout_s`` is stopped and answered "timed out"; a cancel stops
   the running call (or the wait for its approval) and answers it and every later call "cancelled";
 - the same name + arguments seen earlier in the turn is answered from the first result
@@ -330,7 +331,7 @@ class ToolBatch:
             self._running.add(stop)
             try:
                 async with stop:
-                    approved = bool(await self.approver(call, mode, ctx))
+                    answer = await self.approver(call, mode, ctx)
             except TimeoutError:
                 wait.set_attrs({"approval.approved": False, "approval.cancelled": True})
                 raise _Cancelled from None
@@ -341,8 +342,11 @@ class ToolBatch:
                 return False, f"was not approved (the approver failed: {type(exc).__name__})"
             finally:
                 self._running.discard(stop)
-            wait.set_attrs({"approval.approved": approved})
-        return approved, "was not approved by the user"
+            if type(answer) is not bool:  # consent fails closed: only True approves ("no" is truthy)
+                wait.set_attrs({"approval.approved": False, "approval.error": f"returned {type(answer).__name__}"})
+                return False, f"was not approved (the approver returned {type(answer).__name__}, not a bool)"
+            wait.set_attrs({"approval.approved": answer})
+        return answer, "was not approved by the user"
 
     def interrupt(self) -> None:
         """Stop the running calls now (a cancel): their timeouts fire at once, and no call starts."""
