@@ -289,3 +289,44 @@ def test_cache_drift_monitor_in_a_real_loop_sees_each_request():
 
 async def _echo(n: int) -> int:
     return n
+
+
+def test_chain_hands_later_hooks_llm_messages_when_an_earlier_hook_gave_wire_dicts():
+    # A hook may give its messages as wire dicts (docs/loop.md); every later hook of the chain
+    # still gets a transcript of LLMMessages, as the loop gives the first.
+    second = Fixed(pre=PreStepAction.proceed(appends=[msg("b")]))
+    chain = ChainHooks(Fixed(pre=PreStepAction.proceed(appends=[{"role": "user", "content": "a"}])), second)
+    action = run(chain.pre_step(T, CTX))
+    assert all(type(m) is LLMMessage for m in second.seen[0]) and [m.content for m in second.seen[0]] == ["hello", "a"]
+    assert [m.content for m in action.appends] == ["a", "b"]
+    rewrite = RewriteRequest([{"role": "system", "content": "summary"}], "r")
+    third = Fixed()
+    action = run(ChainHooks(Fixed(pre=PreStepAction.proceed(rewrite=rewrite)), third).pre_step(T, CTX))
+    assert [type(m) for m in third.seen[0]] == [LLMMessage] and action.rewrite.messages == [msg("summary", "system")]
+    assert rewrite.messages == [{"role": "system", "content": "summary"}]  # the hook's own request is not mutated
+
+
+def test_chain_with_a_dict_appending_hook_before_the_notes_hook_runs_in_a_loop(tmp_path):
+    from steerable_agent_runtime.context import FilesystemState
+
+    notes = tmp_path / "AGENTS.md"
+    notes.write_text("Use tabs.")
+
+    class Greeter(LoopHooks):
+        async def pre_step(self, transcript, ctx):
+            return PreStepAction.proceed(appends=[{"role": "user", "content": "host note"}])
+
+    provider = ScriptedProvider(["ok"])
+    events = run_loop(CoreLoop(provider, hooks=ChainHooks(Greeter(), FilesystemState(notes))), USER)
+    assert completion(events)["status"] == "completed"
+    sent = provider.requests[0].messages
+    assert sent[-2].content == "host note" and "Use tabs." in sent[-1].content
+
+
+def test_chain_names_the_hook_whose_message_is_not_one():
+    chain = ChainHooks(Fixed(pre=PreStepAction.proceed(appends=[{"role": "robot"}])), Fixed())
+    provider = ScriptedProvider(["ok"])
+    events = run_loop(CoreLoop(provider, hooks=chain), USER)
+    assert completion(events)["status"] == "failed" and provider.requests == []
+    [error] = [e.data for e in events if e.kind == "error"]
+    assert error["kind"] == "hook" and "Fixed.pre_step gave a message that is not one" in error["message"]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..llm.retry import RetryPolicy
 from ..models import LLMMessage, ToolCall
+from .hookcalls import as_messages
 
 if TYPE_CHECKING:
     from ..llm.cancel import CancelSignal
@@ -143,8 +144,10 @@ class ChainHooks(LoopHooks):
     """Several hooks as one, merged in order (the one place the merge rules live).
 
     - ``pre_step``: each hook sees the transcript as the hooks before it left it (their appends
-      or rewrite applied, in a new list). The first reject wins. A rewrite drops the appends
-      before it; appends after a rewrite fold into its messages, keeping its token figures.
+      or rewrite applied, in a new list of LLMMessages: a hook's wire dicts are validated as the
+      loop validates them, HookError naming that hook). The first reject wins. A rewrite drops
+      the appends before it; appends after a rewrite fold into its messages, keeping its token
+      figures.
     - ``compact_now``: forwarded in order to the first hook that returns a rewrite.
     - ``post_tool_result``: each hook may replace the result; the next one sees the replacement.
     - ``on_request_error``: the first retry wins; otherwise the first fail, else None.
@@ -166,13 +169,15 @@ class ChainHooks(LoopHooks):
             if action.action == "reject":
                 return action
             acted = True
+            # LLMMessages, not the wire dicts a hook may give: the next hook is promised a transcript
             if action.rewrite is not None:
-                rewrite = replace(action.rewrite, messages=list(action.rewrite.messages))
+                rewrite = replace(action.rewrite, messages=as_messages(hook, "pre_step", action.rewrite.messages))
                 appends = []
+            added = as_messages(hook, "pre_step", action.appends) if action.appends else []
             if rewrite is not None:
-                rewrite.messages.extend(action.appends)
+                rewrite.messages.extend(added)
             else:
-                appends.extend(action.appends)
+                appends.extend(added)
         return PreStepAction.proceed(appends=appends, rewrite=rewrite) if acted else None
 
     async def compact_now(self, transcript: Sequence[LLMMessage], ctx: LoopContext) -> RewriteRequest | None:
