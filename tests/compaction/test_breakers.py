@@ -137,3 +137,42 @@ def test_the_reminder_fits_its_200_token_cap():
         text = CompactionThrashingReminder.for_reason(reason, count=4, window=3).render()
         assert text.startswith(NOTICE)
         assert estimate_text_tokens(text) <= CompactionThrashingReminder.max_tokens == 200
+
+
+def test_the_refill_window_counts_rounds_across_runs_not_round_indices():
+    # Each run (one LoopContext) numbers its rounds from 0 again; the breakers count rounds as
+    # they happened, so the next run's rounds come after the last run's, whatever their index.
+    from steerable_agent_runtime.loop.hooks import LoopContext
+
+    h = CompactionHooks(10_000)
+    state = {"transcript": agent_transcript(2)}
+
+    def compact(run_ctx, round_index):
+        transcript = state["transcript"]
+        while estimate_tokens(transcript) <= 8000:
+            transcript = transcript + tool_round(len(transcript))
+        run_ctx.round_index, run_ctx.last_prompt_tokens, run_ctx.last_prompt_transcript_len = round_index, None, None
+        action = run(h.pre_step(transcript, run_ctx))
+        assert action is not None and action.rewrite.trigger == "pressure"
+        state["transcript"] = action.rewrite.messages
+
+    def healthy(run_ctx, round_index):
+        run_ctx.round_index, run_ctx.last_prompt_tokens = round_index, 100
+        run_ctx.last_prompt_transcript_len = len(state["transcript"])
+        assert run(h.pre_step(state["transcript"], run_ctx)) is None
+
+    first = LoopContext(chat_id="c1")
+    for round_index in range(10):
+        healthy(first, round_index)
+    compact(first, 10)
+    healthy(first, 11)
+    compact(first, 12)  # a refill: 2 rounds after the one before
+    healthy(first, 13)
+    assert h._breakers.refills == 1
+    second = LoopContext(chat_id="c1")  # the next turn: its rounds are 14, 15, ... of the chat
+    for round_index in range(5):
+        healthy(second, round_index)
+    assert h._breakers.refills == 0  # 6 healthy rounds since the last compaction: the streak is over
+    compact(second, 5)  # the baseline of a new streak
+    compact(second, 7)
+    assert h._breakers.refills == 1 and not h.circuit_open

@@ -137,6 +137,8 @@ class CompactionHooks(LoopHooks):
         # (the round it was made in, tokens, transcript length) of this instance's last rewrite.
         self._anchor: tuple[_RoundMark, int, int] | None = None
         self._overflow: tuple[_RoundMark, int] | None = None  # (the round, recoveries in it)
+        # (the run's context, weakly; its round_index; that round's number on the breakers' clock)
+        self._clock: tuple[weakref.ReferenceType[LoopContext], int, int] | None = None
 
     @property
     def circuit_open(self) -> bool:
@@ -160,6 +162,22 @@ class CompactionHooks(LoopHooks):
             return estimate_tokens(transcript)
         return tokens + estimate_tokens(transcript[length:])
 
+    def _round_number(self, ctx: LoopContext) -> int:
+        """This round's number on a clock that runs on across runs, for the breakers' window.
+
+        Each run (one LoopContext) numbers its rounds from 0 again, so round indices of two runs
+        cannot be compared: the next run's rounds come after the last one seen (its first, one
+        round later). A context seen anew with a later round index continues the count."""
+        index, clock = ctx.round_index, self._clock
+        if clock is None:
+            number = index
+        elif index > clock[1] or (index == clock[1] and clock[0]() is ctx):
+            number = clock[2] + index - clock[1]
+        else:  # a new run (its round index started again)
+            number = clock[2] + 1
+        self._clock = (weakref.ref(ctx), index, number)
+        return number
+
     def _hysteresis_allows(self, pressure: int) -> bool:
         return self._last_post is None or pressure >= self._last_post + self.margin_tokens
 
@@ -169,11 +187,12 @@ class CompactionHooks(LoopHooks):
         """Pressure compaction when due, else micro-compaction when due; None when nothing changes."""
         pressure = self.pressure(transcript, ctx)
         self.last_pressure = pressure
+        number = self._round_number(ctx)
         if pressure > self.threshold_tokens:
             if not self.circuit_open and self._hysteresis_allows(pressure):
-                return await self._pressure_compaction(transcript, ctx, pressure)
+                return await self._pressure_compaction(transcript, ctx, pressure, number)
         elif self._breakers.ineffective or self._breakers.last_success_round is not None:
-            self._breakers.healthy_round(ctx.round_index)
+            self._breakers.healthy_round(number)
         if self.micro_compact_interval_rounds and self._micro_due(ctx):
             return self._micro_compaction(transcript, ctx, pressure)
         return None
@@ -210,10 +229,10 @@ class CompactionHooks(LoopHooks):
     # -- the triggers' bodies ---------------------------------------------------------------
 
     async def _pressure_compaction(self, transcript: Sequence[LLMMessage], ctx: LoopContext,
-                                   pressure: int) -> PreStepAction | None:
+                                   pressure: int, round_number: int) -> PreStepAction | None:
         done = await self._compact(transcript, pressure, keep_messages=self.keep_last_messages,
                                    keep_results=self.keep_last_tool_results, summarise_above=self.low_water_tokens, cancel=ctx.cancel)
-        tripped = self._breakers.record(ctx.round_index, done.post_tokens <= self.threshold_tokens)
+        tripped = self._breakers.record(round_number, done.post_tokens <= self.threshold_tokens)
         reminder = self._reminder(tripped)
         if not done.changed:
             self._last_post = pressure  # wait for the margin before trying again
