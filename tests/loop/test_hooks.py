@@ -330,3 +330,32 @@ def test_chain_names_the_hook_whose_message_is_not_one():
     assert completion(events)["status"] == "failed" and provider.requests == []
     [error] = [e.data for e in events if e.kind == "error"]
     assert error["kind"] == "hook" and "Fixed.pre_step gave a message that is not one" in error["message"]
+
+
+def test_cache_drift_monitor_does_not_count_a_request_again_when_the_next_reports_no_usage():
+    # A response without usage leaves LoopContext's figures at the request before it: that
+    # request was already observed, so the rounds after it add no low rounds of their own.
+    from dataclasses import replace as replaced
+
+    from steerable_agent_runtime.llm import LLMUsage
+    from steerable_agent_runtime.tools import ToolRouter
+
+    class SilentAfter(ScriptedProvider):
+        """Reports usage for the first ``n`` requests only (a proxy that drops usage chunks)."""
+
+        def __init__(self, responses, n):
+            super().__init__(responses)
+            self.n = n
+
+        async def _replay(self, index, messages, cancel):
+            async for chunk in super()._replay(index, messages, cancel):
+                yield chunk if index < self.n or chunk.usage is None else replaced(chunk, usage=None)
+
+    monitor = CacheDriftMonitor(min_prompt_tokens=10, consecutive_rounds=2)
+    usages = [LLMUsage(100, 1, 101, 90), LLMUsage(100, 1, 101, 0), None, None]
+    script = [ScriptedResponse(tool_calls=[{"name": "x", "arguments": {"n": i}}], usage=u) for i, u in enumerate(usages)]
+    router = ToolRouter()
+    router.register(_echo, name="x", description="echo")
+    run_loop(CoreLoop(SilentAfter([*script, "end"], 2), router, hooks=monitor), USER)
+    assert monitor.rounds_observed == 2  # the two requests that reported usage, each once
+    assert monitor.low_streak == 1 and not monitor.drift_detected

@@ -18,7 +18,8 @@ class CacheDriftMonitor(LoopHooks):
       in a row set ``drift_detected``. A good round (large prompt, hit rate at or above the
       minimum) resets the streak and clears ``drift_detected``; a small prompt changes nothing.
     - Each request is observed once (keyed by the transcript length it was built from and its
-      token counts), however often pre_step runs.
+      token counts), however often pre_step runs, and also when a later response reports no
+      usage (LoopContext then still holds the figures of the request before it).
     """
 
     def __init__(self, min_prompt_tokens: int = 1024, min_hit_rate: float = 0.5, consecutive_rounds: int = 3) -> None:
@@ -30,7 +31,7 @@ class CacheDriftMonitor(LoopHooks):
         self.low_streak = 0
         self.last_hit_rate: float | None = None
         self.rounds_observed = 0
-        self._last_seen: tuple[int | None, int | None, int | None, int] | None = None
+        self._last_seen: tuple[int | None, int | None, int | None] | None = None
 
     async def pre_step(self, transcript: Sequence[LLMMessage], ctx: LoopContext) -> PreStepAction | None:
         self.observe(ctx)
@@ -41,7 +42,8 @@ class CacheDriftMonitor(LoopHooks):
         prompt = ctx.last_prompt_tokens
         if prompt is None:
             return
-        key = (ctx.last_prompt_transcript_len, prompt, ctx.last_cached_prompt_tokens, ctx.round_index)
+        # not the round: after a response without usage, the next round sees the same request again
+        key = (ctx.last_prompt_transcript_len, prompt, ctx.last_cached_prompt_tokens)
         if key == self._last_seen:
             return
         self._last_seen = key
