@@ -76,6 +76,35 @@ def test_repair_in_the_middle_of_a_record_is_written_as_a_seed():
     assert [e["type"] for e in run(store.list_history("c1"))] == ["item", "item", "item", "seed", "item"]
 
 
+
+def test_resume_repairs_a_dangling_call_whose_id_an_earlier_round_used_too():
+    # An OpenAI-compatible server that sends no call ids gets call_0, call_1, ... per response
+    # (openai_compat), so ids repeat across rounds: the earlier round's result answers the
+    # earlier call only, and the later call, cut off by the crash, is still repaired.
+    first = {"id": "call_0", "name": "read_note", "arguments": {"name": "x"}}
+    second = {"id": "call_0", "name": "read_note", "arguments": {"name": "y"}}
+    store = InMemoryStorage()
+    run(store.append_history("c1", [item({"role": "user", "content": "go"}),
+                                    item({"role": "assistant", "toolCalls": [first]}),
+                                    item({"role": "tool", "toolCallId": "call_0", "name": "read_note",
+                                          "content": '{"success":true,"data":1}'}),
+                                    item({"role": "assistant", "toolCalls": [second]})]))
+    router, log = make_router()
+    provider = ScriptedProvider(["checked"])
+    run(drain(CoreLoop(provider, router, storage=store).resume("c1")))
+    sent = provider.requests[0].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert INTERRUPTED_ERROR in json.loads(sent[-1].content)["error"] and log == []
+    assert run(resume_transcript(store, "c1"))[:5] == sent
+    # and a call answered later by its own result (after an unanswered twin) is not repaired twice
+    repaired, append_only = repair_dangling([LLMMessage(role="user", content="go"),
+                                             LLMMessage(role="assistant", tool_calls=[first]),
+                                             LLMMessage(role="user", content="hello?"),
+                                             LLMMessage(role="assistant", tool_calls=[second]),
+                                             LLMMessage(role="tool", tool_call_id="call_0", content="{}")])
+    assert not append_only and [m.role for m in repaired] == ["user", "assistant", "tool", "user", "assistant", "tool"]
+    assert INTERRUPTED_ERROR in json.loads(repaired[2].content)["error"] and repaired[-1].content == "{}"
+
 def test_resume_of_an_empty_record_without_messages_is_a_usage_error():
     loop = CoreLoop(ScriptedProvider([]), storage=InMemoryStorage())
     with pytest.raises(UsageError, match="nothing to resume"):

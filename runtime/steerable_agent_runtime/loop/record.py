@@ -146,10 +146,22 @@ class RecordWriter:
 
 
 def dangling_calls(transcript: Sequence[LLMMessage]) -> list[tuple[int, dict[str, Any]]]:
-    """(index of the assistant message, call dict) for every tool call without a tool result."""
-    answered = {m.tool_call_id for m in transcript if m.role == "tool" and m.tool_call_id}
-    return [(index, call) for index, message in enumerate(transcript) if message.role == "assistant"
-            for call in message.tool_calls or () if call.get("id") not in answered]
+    """(index of the assistant message, call dict) for every tool call without a tool result.
+
+    A tool result answers the latest call before it with its id that is still unanswered, not
+    every call with that id: ids may repeat across rounds (a server that sends none gets
+    ``call_0``, ... per response), and an earlier round's result does not answer a later call."""
+    calls: list[tuple[int, dict[str, Any]]] = []
+    answered: set[int] = set()  # positions in ``calls``
+    waiting: dict[Any, list[int]] = {}  # call id -> positions in ``calls`` not answered yet
+    for index, message in enumerate(transcript):
+        if message.role == "assistant":
+            for call in message.tool_calls or ():
+                waiting.setdefault(call.get("id"), []).append(len(calls))
+                calls.append((index, call))
+        elif message.role == "tool" and message.tool_call_id and waiting.get(message.tool_call_id):
+            answered.add(waiting[message.tool_call_id].pop())
+    return [entry for position, entry in enumerate(calls) if position not in answered]
 
 
 def interrupted_result(call: dict[str, Any]) -> LLMMessage:
