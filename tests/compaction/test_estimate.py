@@ -47,3 +47,16 @@ def test_estimate_is_additive_over_concatenation(first, second):
     a = [LLMMessage(role="user", content=t) for t in first]
     b = [LLMMessage(role="assistant", content=t) for t in second]
     assert estimate_tokens(a + b) == estimate_tokens(a) + estimate_tokens(b)
+
+
+def test_tool_calls_in_openai_form_are_counted_like_the_neutral_form():
+    # Assistant messages may hold OpenAI's {id, type, function: {name, arguments: "<json>"}}
+    # (every provider reads it: llm/transcript.py); its name and arguments count the same.
+    import json
+
+    arguments = {"path": "a" * 400, "content": "x" * 4000}
+    neutral = LLMMessage(role="assistant", tool_calls=[{"id": "c", "name": "write_file", "arguments": arguments}])
+    openai = LLMMessage(role="assistant", tool_calls=[{"id": "c", "type": "function", "function": {
+        "name": "write_file", "arguments": json.dumps(arguments, ensure_ascii=False)}}])
+    assert estimate_tokens([openai]) == estimate_tokens([neutral]) > 1100
+    assert estimate_tokens([openai.to_wire()]) == estimate_tokens([openai])

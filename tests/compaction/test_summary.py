@@ -60,3 +60,11 @@ def test_excerpt_left_out_lines_are_the_oldest_and_counted():
     text = excerpt_summary(middle, max_chars=2000)
     assert len(text) < 2200
     assert "older messages left out" in text and text.splitlines()[-1].startswith("[user] message 49")
+
+
+def test_excerpt_shows_a_call_in_openai_form_by_its_name_and_arguments():
+    from steerable_agent_runtime.models import LLMMessage
+
+    call = {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+    line = excerpt_summary([LLMMessage(role="assistant", tool_calls=[call])]).splitlines()[1]
+    assert line == '[assistant] read_file({"path": "a.py"})'

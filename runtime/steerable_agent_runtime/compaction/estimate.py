@@ -2,7 +2,8 @@
 
 The figures (RUNTIME.md): 0.25 tokens per character, 0.6 per CJK character (Han, kana,
 Hangul, full-width forms), +8 per message, +1024 per image part; tool-call names and their
-JSON arguments count like text.
+JSON arguments count like text (also a call in OpenAI's ``{id, function: {name, arguments}}``
+form, which every provider reads: llm/transcript.py).
 
 Guarantees:
 - Deterministic and additive: ``estimate_tokens(a + b) == estimate_tokens(a) +
@@ -77,6 +78,9 @@ def _content_weight(content: Any) -> float:
 def _calls_weight(calls: Iterable[Mapping[str, Any]] | None) -> float:
     weight = 0.0
     for call in calls or ():
+        function = call.get("function")
+        if isinstance(function, Mapping):  # OpenAI's {id, function: {name, arguments}}, read by every provider
+            call = function
         weight += text_token_weight(str(call.get("name") or ""))
         arguments = call.get("arguments")
         if arguments:

@@ -73,12 +73,20 @@ def needs_summary(middle: Sequence[LLMMessage]) -> bool:
     return any(not is_summary(m) for m in middle)
 
 
+def call_text(call: dict[str, Any]) -> str:
+    """A tool call as ``name({arguments})``; also in OpenAI's ``{id, function: {name, arguments:
+    "<json>"}}`` form, which every provider reads (llm/transcript.py)."""
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    arguments = function.get("arguments") or {}
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return f"{function.get('name')}({text})"
+
+
 def message_line_text(message: LLMMessage) -> str:
     """A message as one line of text: its content, or its tool calls when it has no text."""
     text = content_text(message.content)
     if not text.strip() and message.tool_calls:
-        text = "; ".join(f"{c.get('name')}({json.dumps(c.get('arguments') or {}, ensure_ascii=False)})"
-                         for c in message.tool_calls)
+        text = "; ".join(call_text(c) for c in message.tool_calls)
     return " ".join(text.split())
 
 
