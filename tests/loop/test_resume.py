@@ -139,3 +139,11 @@ def test_resume_of_a_record_from_a_newer_build_raises_and_changes_no_byte(tmp_pa
         run(drain(loop.run(USER, chat_id="c1")))
     run(store.close())
     assert digest_files(tmp_path) == before
+
+
+def test_the_repair_of_a_call_in_openai_form_names_its_tool():
+    call = {"id": "a", "type": "function", "function": {"name": "write_note", "arguments": '{"name": "x"}'}}
+    repaired, append_only = repair_dangling([LLMMessage(role="user", content="go"),
+                                             LLMMessage(role="assistant", tool_calls=[call])])
+    assert append_only and repaired[-1].name == "write_note" and repaired[-1].tool_call_id == "a"
+    assert "'write_note'" in json.loads(repaired[-1].content)["error"]

@@ -165,9 +165,11 @@ def dangling_calls(transcript: Sequence[LLMMessage]) -> list[tuple[int, dict[str
 
 
 def interrupted_result(call: dict[str, Any]) -> LLMMessage:
-    """The tool message answering an interrupted call."""
-    result = ToolResult.failed(f"tool {call.get('name')!r} {INTERRUPTED_ERROR}")
-    return LLMMessage(role="tool", tool_call_id=call.get("id"), name=call.get("name"), content=result.to_content())
+    """The tool message answering an interrupted call (also one in OpenAI's ``{id, function:
+    {name, arguments}}`` form, which the providers read: its name is in ``function``)."""
+    name = (call["function"] if isinstance(call.get("function"), dict) else call).get("name")
+    result = ToolResult.failed(f"tool {name!r} {INTERRUPTED_ERROR}")
+    return LLMMessage(role="tool", tool_call_id=call.get("id"), name=name, content=result.to_content())
 
 
 def repair_dangling(transcript: Sequence[LLMMessage]) -> tuple[list[LLMMessage], bool]:
