@@ -123,3 +123,13 @@ def test_messages_are_one_line_however_the_body_is_laid_out():
     body = {"error": {"message": "line one\n\n  line two\t" + "x" * 1000}}
     for err in (classify_http_error(500, json.dumps(body)), classify_error_body(body)):
         assert "\n" not in str(err) and "line one line two" in str(err) and len(str(err)) < 600
+
+
+@pytest.mark.parametrize("header", ["retry-after", "retry-after-ms"])
+@pytest.mark.parametrize("value", ["inf", "Infinity", "-inf", "1e400"])
+def test_a_retry_after_that_is_not_a_finite_number_is_unreadable_not_a_crash(header, value):
+    # float() reads these; int() of the infinity they give raises OverflowError, which escaped
+    # classify_http_error as a traceback instead of the 429's LLMError
+    err = classify_http_error(429, "{}", {header: value})
+    assert (err.kind, err.status_code, err.retry_after_ms) == ("rate_limit", 429, None)
+    assert retry_after_ms({"retry-after-ms": value, "retry-after": "4"}) == 4000  # the next header decides

@@ -67,7 +67,7 @@ def retry_after_ms(headers: Mapping[str, str] | None, *, now: float | None = Non
     """Milliseconds a server asked us to wait: ``retry-after-ms``, then ``Retry-After``.
 
     ``Retry-After`` is either delta-seconds (may be fractional) or an HTTP date; a date in the
-    past is 0. None when absent or unreadable.
+    past is 0. None when absent or unreadable (a value that is not a finite number included).
     """
     if not headers:
         return None
@@ -76,7 +76,7 @@ def retry_after_ms(headers: Mapping[str, str] | None, *, now: float | None = Non
     if raw_ms is not None:
         try:
             return max(0, int(float(raw_ms)))
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: float() reads "inf", int() refuses it
             pass
     raw = lower.get("retry-after")
     if raw is None:
@@ -84,6 +84,8 @@ def retry_after_ms(headers: Mapping[str, str] | None, *, now: float | None = Non
     raw = raw.strip()
     try:
         return max(0, int(float(raw) * 1000))
+    except OverflowError:  # "inf", "1e400": a number, but no wait anyone can honour
+        return None
     except ValueError:
         pass
     import email.utils  # only for the HTTP-date form
