@@ -146,3 +146,11 @@ def test_clients_share_one_tls_context_per_ca_setting(monkeypatch):
     assert other is not first and ssl_context() is other
     client = make_client()
     run(client.aclose())
+
+
+@pytest.mark.parametrize("body", [[1], [], ["error"], 7, None])
+def test_a_json_body_that_is_not_an_error_object_where_a_stream_was_expected_is_malformed(body):
+    # a JSON list of non-objects raised TypeError ("argument of type 'int' is not iterable")
+    with ReplayServer([Reply.json(200, body)]) as server, pytest.raises(LLMError) as info:
+        run(events(server.url + "/v1/x"))
+    assert info.value.kind == "invalid_request" and "JSON body where an event stream was expected" in str(info.value)

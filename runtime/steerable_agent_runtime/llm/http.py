@@ -260,8 +260,10 @@ def _json_instead_of_stream(raw: bytes, *, url: str, provider: str, secrets: tup
         body = json.loads(text)
     except ValueError:
         body = None
-    if isinstance(body, (dict, list)) and "error" in (body[0] if isinstance(body, list) and body else body):
-        return classify_error_body(body[0] if isinstance(body, list) else body, provider=provider, secrets=secrets)
+    if isinstance(body, list) and body:  # an array of bodies (Gemini streams one without alt=sse)
+        body = body[0]
+    if isinstance(body, dict) and "error" in body:  # anything else is no error body: malformed below
+        return classify_error_body(body, provider=provider, secrets=secrets)
     return malformed_data_error(text, url=url, provider=provider, secrets=secrets,
                                 reason="a JSON body where an event stream was expected")
 
