@@ -164,6 +164,48 @@ def test_error_object_mid_stream_is_classified_by_its_code():
     assert "".join(c.content_delta or "" for c in seen) == "Let me think about"
 
 
+def test_error_written_outside_the_sse_framing_is_classified_by_its_code():
+    # Gemini ends a 200 stream it cannot finish (a mid-stream quota 429, an overload 503) with
+    # the error as pretty-printed JSON lines, no "data:" prefix; google-genai reads them
+    # (_RawJsonLineBuffer) and raises by the code. It was lost: "transport", no retry delay.
+    error, seen = collect_error("error_raw_json")
+    assert (error.kind, error.status_code, error.retry_after_ms) == ("rate_limit", 429, 21_000)
+    assert "Resource exhausted" in str(error)
+    assert "".join(c.content_delta or "" for c in seen) == "The first half of an answer"
+    assert all(c.finish_reason is None for c in seen)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("size", [1, 7, 10_000])
+def test_raw_error_lines_are_read_in_any_split_and_line_ending(newline, size):
+    raw = ('{\n  "error": {\n    "code": 503,\n    "message": "The model is overloaded. {Try} \\"later\\".",\n'
+           '    "status": "UNAVAILABLE"\n  }\n}').replace("\n", newline).encode()  # no newline after the last }
+    with ReplayServer([Reply(chunks=[raw[i:i + size] for i in range(0, len(raw), size)])]) as server:
+        with pytest.raises(LLMError) as info:
+            run(drain(provider(server).stream([LLMMessage(role="user", content="hi")])))
+    assert (info.value.kind, info.value.status_code) == ("server", 503)
+    assert 'The model is overloaded. {Try} "later".' in str(info.value)
+
+
+def test_raw_error_then_a_dropped_connection_is_the_error_not_transport():
+    raw = b'data: {"candidates":[{"content":{"parts":[{"text":"a"}],"role":"model"}}]}\r\n\r\n'
+    err = b'{\r\n  "error": {\r\n    "code": 500,\r\n    "message": "Internal error",\r\n    "status": "INTERNAL"\r\n  }\r\n}\r\n'
+    reply = Reply(chunks=[raw, err, b"never sent"], drop_after=2)
+    reply.headers["content-length"] = "999"  # the body ends short: httpx reports a dropped connection
+    with ReplayServer([reply]) as server:
+        with pytest.raises(LLMError) as info:
+            run(drain(provider(server).stream([LLMMessage(role="user", content="hi")])))
+    assert (info.value.kind, info.value.status_code) == ("server", 500) and "Internal error" in str(info.value)
+
+
+def test_lines_outside_the_framing_that_are_no_error_object_change_nothing():
+    body = (b'{"note": "not an error"}\r\nstray text\r\n'
+            b'data: {"candidates":[{"content":{"parts":[{"text":"ok"}],"role":"model"},"finishReason":"STOP"}]}\r\n\r\n')
+    with ReplayServer([Reply(chunks=[body])]) as server:
+        chunks = run(drain(provider(server).stream([LLMMessage(role="user", content="hi")])))
+    assert "".join(c.content_delta or "" for c in chunks) == "ok" and chunks[-1].finish_reason == "stop"
+
+
 def test_connection_dropped_before_a_finish_reason_is_transport():
     error, seen = collect_error("dropped")
     assert error.kind == "transport"
@@ -198,7 +240,7 @@ def test_malformed_json_in_a_data_line_is_a_clear_llm_error():
     assert info.value.kind == "invalid_request"
 
 
-@pytest.mark.parametrize("name", ["overflow", "rate_limit", "server_error", "error_event", "dropped"])
+@pytest.mark.parametrize("name", ["overflow", "rate_limit", "server_error", "error_event", "error_raw_json", "dropped"])
 def test_api_key_is_never_in_an_error_or_a_log_line(name, caplog):
     caplog.set_level(logging.DEBUG)
     error, _ = collect_error(name)

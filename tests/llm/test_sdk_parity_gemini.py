@@ -149,6 +149,7 @@ def test_the_request_matches_the_sdks_for_the_same_conversation():
     ("rate_limit", genai_errors.ClientError),
     ("server_error", genai_errors.ServerError),
     ("error_event", genai_errors.ServerError),
+    ("error_raw_json", genai_errors.ClientError),  # the error as raw JSON lines, outside the SSE framing
 ])
 def test_errors_the_sdk_raises_match_our_status(name, sdk_error):
     with ReplayServer([case("gemini", name)]) as server:

@@ -12,6 +12,8 @@ Options besides the protocol's: ``thinking_budget`` (``thinkingConfig`` with tha
 thoughts streamed as reasoning).
 
 A 429's ``google.rpc.RetryInfo.retryDelay`` counts as Retry-After when the header is absent.
+An error Gemini writes outside the SSE framing (raw JSON lines ending a 200 stream) is
+classified by its code like one inside it (:class:`~.gemini_stream.GeminiSSEDecoder`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from urllib.parse import quote
 
 from .classify import classify_error_body, stream_cut_error
 from .errors import LLMError
-from .gemini_stream import PROVIDER, GeminiStreamParser
+from .gemini_stream import PROVIDER, GeminiSSEDecoder, GeminiStreamParser
 from .gemini_wire import build_body
 from .http import ClientCache, require_model, stream_sse, validate_base_url
 from .stream_json import decode_event
@@ -110,15 +112,27 @@ class GoogleGenAIProvider(CompleteMixin):
         """Stream one response; see :mod:`.gemini_stream` for what the chunks guarantee."""
         body = self.build_body(messages, tools=tools, temperature=temperature, **options)
         secrets = (self._api_key,)
-        parser = GeminiStreamParser(lambda data: classify_error_body(data, provider=PROVIDER, secrets=secrets))
+        classify = lambda data: classify_error_body(data, provider=PROVIDER, secrets=secrets)  # noqa: E731
+        parser = GeminiStreamParser(classify)
+        decoder = GeminiSSEDecoder()  # also keeps an error written outside the SSE framing
         events = stream_sse(self._clients.get(), self.url, headers=self.headers(), body=body,
-                            provider=PROVIDER, secrets=secrets, cancel=options.get("cancel"))
+                            provider=PROVIDER, secrets=secrets, decoder=decoder, cancel=options.get("cancel"))
         try:
-            async with aclosing(events):
-                async for message in events:
-                    for chunk in parser.feed(decode_event(message.data, url=self.url, provider=PROVIDER,
-                                                          secrets=secrets)):
-                        yield chunk
+            try:
+                async with aclosing(events):
+                    async for message in events:
+                        for chunk in parser.feed(decode_event(message.data, url=self.url, provider=PROVIDER,
+                                                              secrets=secrets)):
+                            yield chunk
+            except LLMError as exc:
+                # the connection may drop right after the error was written: the error says more
+                outside = decoder.error_body() if exc.kind == "transport" else None
+                if outside is None:
+                    raise
+                raise classify(outside) from exc
+            outside = decoder.error_body()
+            if outside is not None:  # checked before the finish reason: such a stream has none
+                raise classify(outside)
         except LLMError as exc:
             _add_retry_info(exc)
             raise

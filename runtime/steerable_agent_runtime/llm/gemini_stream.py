@@ -20,6 +20,11 @@ Raises LLMError: an ``error`` object in the stream (classified by its code and m
 MALFORMED_FUNCTION_CALL / UNEXPECTED_TOOL_CALL / TOO_MANY_TOOL_CALLS (``server``: a retry may
 succeed). ``finished`` says whether a finish reason arrived: the provider raises
 ``transport`` for a stream without one.
+
+:class:`GeminiSSEDecoder` reads what Gemini writes outside the SSE framing: a 200 stream it
+cannot finish (a quota 429 or an overload 503 mid-answer) ends with the error as
+pretty-printed JSON lines without a ``data:`` prefix, which google-genai reads too
+(``_RawJsonLineBuffer``) and raises by its code.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import LLMError
+from .sse import SSEDecoder
 from .types import FinishReason, LLMStreamChunk, LLMUsage
 
 if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
@@ -40,6 +46,8 @@ PROVIDER = "gemini"
 _FILTERED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
                        "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "LANGUAGE"})
 _BAD_CALL = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"})
+#: how much text outside the SSE framing is kept (an error body is a few hundred bytes)
+MAX_OUTSIDE_CHARS = 65_536
 
 
 class GeminiStreamParser:
@@ -119,3 +127,66 @@ class GeminiStreamParser:
         completion = count("candidatesTokenCount") + count("thoughtsTokenCount")
         return LLMUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion,
                         cached_prompt_tokens=count("cachedContentTokenCount"))
+
+
+class GeminiSSEDecoder(SSEDecoder):
+    """An :class:`SSEDecoder` that also keeps the lines Gemini writes outside the SSE framing,
+    to find the error object it ends a failed 200 stream with (see the module docstring).
+
+    Events decode exactly as with SSEDecoder; those lines (no SSE field) were ignored there
+    and are only kept here, so a normal stream pays nothing more.
+    """
+
+    __slots__ = ("_depth", "_kept", "_outside")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._outside: list[list[str]] = []  # the lines of each JSON value (or stray line), in order
+        self._depth = 0  # braces still open in the last value
+        self._kept = 0
+
+    def other_line(self, line: str) -> None:
+        if self._kept >= MAX_OUTSIDE_CHARS:
+            return
+        self._kept += len(line)
+        if self._depth == 0:  # a new value starts here (nested objects are lines of the open one)
+            self._outside.append([])
+        self._outside[-1].append(line)
+        self._depth = max(0, self._depth + _brace_balance(line))
+
+    def error_body(self) -> dict[str, Any] | None:
+        """The last ``{"error": {...}}`` object written outside the framing, or None. Ends the
+        decoding (:meth:`close`): the body's last line needs no line break after it."""
+        if self._pending:  # Gemini's closing "}" comes without a newline; the spec would drop it
+            self._field(self._pending)
+        self.close()
+        found = None
+        for lines in self._outside:
+            try:
+                value = json.loads("\n".join(lines))
+            except ValueError:
+                continue
+            if isinstance(value, dict) and isinstance(value.get("error"), dict):
+                found = value
+        return found
+
+
+def _brace_balance(line: str) -> int:
+    """Braces opened minus closed on ``line``, those inside JSON strings not counted (a JSON
+    string never spans lines, so each line starts outside one)."""
+    depth, in_string, escaped = 0, False, False
+    for char in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+    return depth

@@ -6,7 +6,8 @@ Guarantees (https://html.spec.whatwg.org/multipage/server-sent-events.html#event
 - Fields ``data`` (several lines join with ``\\n``), ``event`` (the type; ``message`` when
   none), ``id`` (kept for later events; ignored when it contains NUL) and ``retry`` (only
   ASCII digits) are interpreted; comments (``:`` lines) and unknown fields are ignored. One
-  space after the colon is dropped.
+  space after the colon is dropped. A line that is no field (an unknown name) goes to
+  :meth:`SSEDecoder.other_line`, which ignores it (a subclass may read it).
 - An event is dispatched at a blank line, and only when it has at least one ``data`` line.
   A last event not followed by a blank line is not dispatched (:meth:`SSEDecoder.close` says
   whether such a fragment was left over).
@@ -245,8 +246,16 @@ class SSEDecoder:
         elif name == "id":
             if "\0" not in value:
                 self._last_id = value
-        elif name == "retry" and value.isascii() and value.isdigit():
-            self._retry = int(value)
+        elif name == "retry":
+            if value.isascii() and value.isdigit():
+                self._retry = int(value)
+        else:
+            self.other_line(line)
+
+    def other_line(self, line: str) -> None:
+        """A line that is no SSE field (an unknown field name: the spec ignores it; comments do
+        not come here). Ignored; a subclass for a wire that writes outside the SSE framing reads
+        such lines here. Called only for those lines, so the usual event costs nothing more."""
 
     def _dispatch(self, out: list[Any], data_only: bool) -> None:
         data = self._data
