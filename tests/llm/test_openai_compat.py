@@ -27,7 +27,7 @@ from tests.llm.openai_cases import (
     reply,
     sdk_client,
 )
-from tests.replay_server import ReplayServer
+from tests.replay_server import Reply, ReplayServer
 
 DIR = "openai_compat"
 MODEL = "gpt-4.1-mini"
@@ -238,3 +238,60 @@ def test_a_body_left_open_after_done_costs_at_most_the_grace_not_the_read_timeou
         elapsed = time.monotonic() - started
     assert (got.error, got.text, got.finish) == (None, "held", "stop")  # what followed [DONE] is ignored
     assert elapsed < 30, elapsed  # the 1 s grace, not the 60 s stall nor the 300 s read timeout
+
+
+def _chunk(tool_calls=None, finish=None) -> bytes:
+    delta = {"tool_calls": tool_calls} if tool_calls else {}
+    return ("data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "model": "m",
+                                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n").encode()
+
+
+def _whole(call_id, name, args, index=None) -> dict:
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return call if index is None else {"index": index, **call}
+
+
+@pytest.mark.parametrize(("shape", "finish"), [
+    ("index 0 for every call (Ollama, a model with its own tool parser)", "tool_calls"),
+    ("no index at all (Gemini's OpenAI-compatible endpoint)", "stop"),
+])
+def test_parallel_calls_sent_whole_at_one_index_or_none_are_each_their_own_call(shape, finish):
+    # Each call arrives whole in its own chunk with its own id, at index 0 or without an index.
+    # They were merged into one call: the last id and name, the arguments run together (so
+    # {"__raw_arguments__": ...}), the other calls lost.
+    index = 0 if shape.startswith("index 0") else None
+    calls = [("call_a1", "get_weather", {"city": "Paris"}), ("call_b2", "get_weather", {"city": "Oslo"}),
+             ("call_c3", "read_file", {"path": "x.md"})]
+    chunks = [_chunk([_whole(*call, index=index)]) for call in calls]
+    chunks += [_chunk(finish=finish), b"data: [DONE]\n\n"]
+    with ReplayServer([Reply(chunks=chunks)]) as server:
+        got = ours(server, tools=TOOLS)
+    assert got.error is None
+    assert [(c.id, c.name, c.arguments) for c in got.calls] == calls
+    assert got.finish == "tool_calls"
+
+
+def test_indexless_fragments_without_an_id_continue_the_call_being_streamed():
+    chunks = [_chunk([{"id": "call_a1", "type": "function", "function": {"name": "get_weather", "arguments": '{"ci'}}]),
+              _chunk([{"function": {"arguments": 'ty": "Par'}}]),
+              _chunk([{"function": {"arguments": 'is"}'}}]),
+              _chunk([{"id": "call_b2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]),
+              _chunk(finish="stop"), b"data: [DONE]\n\n"]
+    with ReplayServer([Reply(chunks=chunks)]) as server:
+        got = ours(server, tools=TOOLS)
+    assert [(c.id, c.name, c.arguments) for c in got.calls] == [("call_a1", "get_weather", {"city": "Paris"}),
+                                                                 ("call_b2", "read_file", {})]
+
+
+def test_a_fragment_repeating_the_call_or_changing_only_its_id_stays_in_that_call():
+    # Servers that repeat id and name on every fragment, and one (Poolside) whose continuation
+    # fragments carry another id but no name: still one call, whole.
+    chunks = [_chunk([{"index": 0, "id": "call_a1", "type": "function",
+                       "function": {"name": "get_weather", "arguments": '{"city"'}}]),
+              _chunk([{"index": 0, "id": "call_a1", "type": "function",
+                       "function": {"name": "get_weather", "arguments": ': "Pa'}}]),
+              _chunk([{"index": 0, "id": "call_zz", "function": {"arguments": 'ris"}'}}]),
+              _chunk(finish="tool_calls"), b"data: [DONE]\n\n"]
+    with ReplayServer([Reply(chunks=chunks)]) as server:
+        got = ours(server, tools=TOOLS)
+    assert [(c.id, c.name, c.arguments) for c in got.calls] == [("call_a1", "get_weather", {"city": "Paris"})]

@@ -4,7 +4,11 @@ POST ``{base_url}/chat/completions`` with ``stream: true`` and ``stream_options.
 Guarantees, on top of :class:`~.types.LLMProvider`'s:
 - Tool-call fragments are assembled per ``index`` (several calls, arguments split across any
   number of chunks) and each call is yielded once, whole, after the last content, followed by
-  one chunk with the finish reason and the usage.
+  one chunk with the finish reason and the usage. A fragment without an ``index`` counts at
+  its position in its chunk; a call head (an id and a name) with a new id at an index already
+  in use is another call (servers that number every call 0, or give none, and send each call
+  whole); a fragment without a name continues the call streamed at its index. Calls come in
+  index order, those at one index in the order they came.
 - ``reasoning_content`` (DeepSeek, vLLM) and ``reasoning`` (Ollama, OpenRouter) deltas are
   passed through as ``reasoning_delta``.
 - Usage: ``prompt_tokens`` (which already includes cached tokens on this wire);
@@ -188,14 +192,15 @@ class OpenAICompatProvider(BearerEndpoint):
 class _ChatStream:
     """Assembles one chat/completions stream: content as it comes, tool calls per index."""
 
-    __slots__ = ("calls", "decoder", "done", "finish_reason", "hits", "learned", "loads", "provider", "template", "url",
-                 "usage")
+    __slots__ = ("calls", "current", "decoder", "done", "finish_reason", "hits", "learned", "loads", "provider",
+                 "template", "url", "usage")
 
     def __init__(self, provider: str, url: str, decoder: SSEDecoder | None = None) -> None:
         self.decoder = decoder  # told each template learned (SSEDecoder.text_runs)
         self.provider = provider
         self.url = url
-        self.calls: dict[int, list[Any]] = {}  # index -> [id, name, [argument fragments]]
+        self.calls: dict[tuple[Any, int], list[Any]] = {}  # (index, arrival) -> [id, name, [argument fragments]]
+        self.current: dict[Any, tuple[Any, int]] = {}  # index -> the key of the call now streamed there
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.done = False
@@ -258,15 +263,25 @@ class _ChatStream:
 
     def _fragments(self, fragments: list[dict[str, Any]]) -> None:
         for position, frag in enumerate(fragments):
-            index = frag.get("index", position)
-            acc = self.calls.get(index)
-            if acc is None:
-                acc = self.calls[index] = [None, None, []]
-            if frag.get("id"):
-                acc[0] = frag["id"]
+            index = frag.get("index")
+            if index is None:  # Gemini's OpenAI-compatible endpoint sends none
+                index = position
             fn = frag.get("function") or {}
-            if fn.get("name"):
-                acc[1] = fn["name"]
+            call_id, name = frag.get("id"), fn.get("name")
+            key = self.current.get(index)
+            acc = self.calls.get(key)
+            if acc is None or (call_id and name and acc[1] and call_id != acc[0]):
+                # A new call: the first at this index, or a call head (id and name) with another
+                # id at an index in use: Ollama numbers parallel calls 0 each and Gemini's
+                # endpoint gives none, each call whole in its own chunk. A continuation carries
+                # no name (OpenAI sends id and name once), so it stays in its call even when a
+                # server repeats the id or sends another one (Poolside).
+                key = self.current[index] = (index, len(self.calls))
+                acc = self.calls[key] = [None, None, []]
+            if call_id and not acc[0]:
+                acc[0] = call_id
+            if name:
+                acc[1] = name
             if fn.get("arguments"):
                 acc[2].append(fn["arguments"])
 
@@ -274,7 +289,8 @@ class _ChatStream:
         """The tool calls, whole, then the finish reason and usage; raises if the stream was cut."""
         if not self.done and self.finish_reason is None:
             raise stream_cut_error(url=self.url, provider=self.provider, expected="[DONE]")
-        calls = [LLMStreamChunk(tool_call=self._call(index, acc)) for index, acc in sorted(self.calls.items())]
+        # in index order; calls at one index in the order they came
+        calls = [LLMStreamChunk(tool_call=self._call(key[0], acc)) for key, acc in sorted(self.calls.items())]
         reason: FinishReason = "tool_calls" if calls else _FINISH.get(self.finish_reason or "stop", "stop")
         return [*calls, LLMStreamChunk(finish_reason=reason, usage=parse_usage(self.usage))]
 
