@@ -107,6 +107,21 @@ def test_safety_finish_is_content_filter():
     assert chunks[-1].finish_reason == "content_filter"
 
 
+@pytest.mark.parametrize(("reason", "finish"), [
+    # IMAGE_OTHER: the finished image withheld by the output check (docs: IMAGE_* -> content_filter)
+    ("IMAGE_OTHER", "content_filter"), ("IMAGE_SAFETY", "content_filter"),
+    ("ESCALATION", "content_filter"), ("MODEL_ARMOR", "content_filter"), ("PUP_LIMITED_DISABLED", "content_filter"),
+    ("CONTINUATION", "length"),  # the per-request token limit cut the answer: not a natural stop
+    ("STOP", "stop"), ("OTHER", "stop"), ("FINISH_REASON_UNSPECIFIED", "stop"),
+])
+def test_finish_reasons_that_filter_or_cut_the_answer_are_not_stop(reason, finish):
+    body = ('data: {"candidates":[{"content":{"parts":[{"text":"part"}],"role":"model"},"finishReason":"%s"}],'
+            '"usageMetadata":{"promptTokenCount":7,"candidatesTokenCount":1}}\r\n\r\n' % reason).encode()
+    with ReplayServer([Reply(chunks=[body])]) as server:
+        chunks = run(drain(provider(server).stream([LLMMessage(role="user", content="hi")])))
+    assert chunks[-1].finish_reason == finish
+
+
 def test_blocked_prompt_is_content_filter():
     body = b'data: {"promptFeedback":{"blockReason":"PROHIBITED_CONTENT"},"usageMetadata":{"promptTokenCount":7}}\r\n\r\n'
     with ReplayServer([Reply(chunks=[body])]) as server:

@@ -10,8 +10,9 @@ Guarantees:
   provider can send it back with the call;
 - the last chunk (from :meth:`GeminiStreamParser.final`, when the stream ends) carries the
   finish reason and usage: STOP -> stop (tool_calls when the response had calls),
-  MAX_TOKENS -> length, SAFETY / RECITATION / BLOCKLIST / PROHIBITED_CONTENT / SPII /
-  IMAGE_* / LANGUAGE and a prompt blocked by promptFeedback -> content_filter;
+  MAX_TOKENS / CONTINUATION -> length, SAFETY / RECITATION / BLOCKLIST / PROHIBITED_CONTENT /
+  SPII / IMAGE_* / LANGUAGE / ESCALATION / MODEL_ARMOR / PUP_LIMITED_DISABLED and a prompt
+  blocked by promptFeedback -> content_filter;
 - usage (the last usageMetadata): prompt_tokens = promptTokenCount + toolUsePromptTokenCount
   (promptTokenCount already includes cachedContentTokenCount), cached_prompt_tokens =
   cachedContentTokenCount, completion_tokens = candidatesTokenCount + thoughtsTokenCount.
@@ -43,8 +44,11 @@ if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
 
 PROVIDER = "gemini"
 
-_FILTERED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
-                       "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "LANGUAGE"})
+#: the answer withheld or stopped by a filter or policy (and every IMAGE_* reason: an image withheld)
+_FILTERED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "LANGUAGE", "ESCALATION",
+                       "MODEL_ARMOR", "PUP_LIMITED_DISABLED", "PROMPT_BLOCKED"})
+#: a token limit cut the answer (CONTINUATION: the per-request limit, the answer not complete)
+_LENGTH = frozenset({"MAX_TOKENS", "CONTINUATION"})
 _BAD_CALL = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"})
 #: how much text outside the SSE framing is kept (an error body is a few hundred bytes)
 MAX_OUTSIDE_CHARS = 65_536
@@ -114,9 +118,10 @@ class GeminiStreamParser:
         return [*calls, LLMStreamChunk(finish_reason=self._finish_reason(), usage=self.usage())]
 
     def _finish_reason(self) -> FinishReason:
-        if self._finish in _FILTERED or self._finish == "PROMPT_BLOCKED":
+        finish = self._finish or ""
+        if finish in _FILTERED or finish.startswith("IMAGE_"):
             return "content_filter"
-        if self._finish == "MAX_TOKENS":
+        if finish in _LENGTH:
             return "length"
         return "tool_calls" if self._calls else "stop"
 
