@@ -151,3 +151,22 @@ def test_feed_data_gives_the_data_of_the_same_events(atoms, cuts):
         data, seen_id = decode_data(*pieces)
         assert data == [m.data for m in expected]
         assert seen_id == whole.last_event_id
+
+
+def test_lines_that_are_no_field_go_to_other_line_and_nothing_else_changes():
+    class Keeping(SSEDecoder):
+        __slots__ = ("seen",)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        def other_line(self, line: str) -> None:
+            self.seen.append(line)
+
+    raw = b': comment\r\nretry: x\r\n{\r\n  "error": {"code": 1}\r\nfoo: bar\r\ndata: a\r\n\r\n}\r\ndata: b\r\n\r\n'
+    for size in (1, 3, len(raw)):
+        keeping = Keeping()
+        msgs = [m for i in range(0, len(raw), size) for m in keeping.feed(raw[i:i + size])]
+        assert msgs == decode(raw) == [SSEMessage(data="a"), SSEMessage(data="b")]
+        assert keeping.seen == ["{", '  "error": {"code": 1}', "foo: bar", "}"]
