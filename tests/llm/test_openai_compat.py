@@ -295,3 +295,24 @@ def test_a_fragment_repeating_the_call_or_changing_only_its_id_stays_in_that_cal
     with ReplayServer([Reply(chunks=chunks)]) as server:
         got = ours(server, tools=TOOLS)
     assert [(c.id, c.name, c.arguments) for c in got.calls] == [("call_a1", "get_weather", {"city": "Paris"})]
+
+
+def test_a_refusal_streams_as_the_answer_text_as_the_sdk_keeps_it_and_as_responses_does():
+    # OpenAI streams a refusal (structured outputs, safety) in delta.refusal, not delta.content;
+    # it was dropped, so the reply came back empty with "stop". The SDK keeps it as
+    # message.refusal; OpenAIResponsesProvider passes response.refusal.delta as text.
+    def delta_chunk(delta, finish=None):
+        return ("data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+                                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                + "\n\n").encode()
+
+    chunks = [delta_chunk({"role": "assistant", "content": None, "refusal": ""}),
+              delta_chunk({"refusal": "I'm sorry, "}), delta_chunk({"refusal": "I can't help with that."}),
+              delta_chunk({}, finish="stop"), b"data: [DONE]\n\n"]
+    with ReplayServer([Reply(chunks=chunks), Reply(chunks=chunks)]) as server:
+        got = ours(server)
+        client = sdk_client(server.url + "/v1")
+        with client.chat.completions.stream(model=MODEL, messages=[{"role": "user", "content": "hi"}]) as stream:
+            final = stream.get_final_completion()
+    assert got.error is None and final.choices[0].message.refusal == "I'm sorry, I can't help with that."
+    assert got.text == final.choices[0].message.refusal and got.finish == "stop"

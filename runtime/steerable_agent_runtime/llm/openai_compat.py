@@ -10,7 +10,7 @@ Guarantees, on top of :class:`~.types.LLMProvider`'s:
   whole); a fragment without a name continues the call streamed at its index. Calls come in
   index order, those at one index in the order they came.
 - ``reasoning_content`` (DeepSeek, vLLM) and ``reasoning`` (Ollama, OpenRouter) deltas are
-  passed through as ``reasoning_delta``.
+  passed through as ``reasoning_delta``; ``refusal`` deltas as ``content_delta`` (the answer).
 - Usage: ``prompt_tokens`` (which already includes cached tokens on this wire);
   ``cached_prompt_tokens`` from ``prompt_tokens_details.cached_tokens`` (or DeepSeek's
   ``prompt_cache_hit_tokens``).
@@ -233,7 +233,9 @@ class _ChatStream:
         for choice in choices:
             delta = choice.get("delta")
             if delta:
-                content = delta.get("content")
+                # a refusal (OpenAI: structured outputs, safety) is the answer's text, as the
+                # Responses wire's refusal deltas are; only read when a chunk has no content
+                content = delta.get("content") or delta.get("refusal")
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if content or reasoning:
                     chunk = LLMStreamChunk(content or None, reasoning or None)
