@@ -359,3 +359,28 @@ def test_cache_drift_monitor_does_not_count_a_request_again_when_the_next_report
     run_loop(CoreLoop(SilentAfter([*script, "end"], 2), router, hooks=monitor), USER)
     assert monitor.rounds_observed == 2  # the two requests that reported usage, each once
     assert monitor.low_streak == 1 and not monitor.drift_detected
+
+
+def test_a_rewrite_that_would_leave_a_transcript_no_provider_takes_fails_the_turn_and_writes_nothing():
+    # An empty transcript, or a tool result whose call the rewrite dropped, is refused by every
+    # provider, and in the record it would make the chat unresumable (resume refuses a record
+    # whose transcript holds such a result). The rewrite is a HookError naming the hook; the
+    # transcript and the record stay as they were.
+    call = {"id": "call_1", "name": "read", "arguments": {}}
+    calling = LLMMessage(role="assistant", tool_calls=[call])
+    result = LLMMessage(role="tool", tool_call_id="call_1", name="read", content="{}")
+    for messages, words in (([], "empty"), ([msg("summary", "system"), result], "call_1")):
+        store = InMemoryStorage()
+
+        class Bad(LoopHooks):
+            async def pre_step(self, transcript, ctx, messages=messages):
+                return PreStepAction.proceed(rewrite=RewriteRequest(messages, "pressure", "pressure", 900, 10))
+
+        provider = ScriptedProvider(["never sent"])
+        events = run_loop(CoreLoop(provider, hooks=Bad(), storage=store), [*USER, calling, result])
+        assert completion(events)["status"] == "failed" and provider.requests == []
+        [error] = [e.data for e in events if e.kind == "error"]
+        assert "Bad" in error["message"] and words in error["message"], error
+        entries = run(store.list_history("c1"))
+        assert [e["type"] for e in entries] == ["item", "item", "item"]
+        assert run(resume_transcript(store, "c1")) == [LLMMessage(**USER[0]), calling, result]

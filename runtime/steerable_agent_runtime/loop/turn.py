@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import HookError, UsageError
-from ..history import resumable_transcript
+from ..history import orphan_tool_result, resumable_transcript
 from ..llm.types import LLMUsage
 from ..models import AgentSession, LLMMessage, ToolCall, utc_now
 from .events import CompletionStatus, LoopEvent
@@ -134,9 +134,16 @@ class Turn:
     async def rewrite(self, request: RewriteRequest, action: str) -> LoopEvent:
         """Replace the transcript (one compaction_boundary in the record) and describe it.
 
-        Raises HookError for messages that are not messages; a lone surrogate in them (a
-        summariser's text) is replaced by U+FFFD (.unicode)."""
+        Raises HookError, before anything is written, for messages that are not messages and
+        for a transcript no provider takes (empty, or a tool result whose call it dropped: in
+        the record such a boundary would also make the chat unresumable); a lone surrogate in
+        them (a summariser's text) is replaced by U+FFFD (.unicode)."""
         messages = [clean_message(m) for m in as_messages(self.hooks, "rewrite", request.messages)]
+        problem = "is empty" if not messages else _orphan_problem(messages)
+        if problem is not None:
+            raise HookError(f"{hook_name(self.hooks)}'s {action} would leave a transcript that {problem}; the"
+                            " transcript and the record were left as they were",
+                            hint="a rewrite keeps at least one message and every tool result with its call")
         if messages != request.messages:
             request = replace(request, messages=messages)
         await self.writer.flush(self.transcript)
@@ -297,6 +304,13 @@ async def open_transcript(storage: Any, writer: RecordWriter, messages: list[LLM
         await storage.append_history(resume_id, [{"type": "seed", "messages": [m.to_wire() for m in repaired]}])
         writer.adopt(repaired)
     return [*repaired, *messages]
+
+
+def _orphan_problem(messages: list[LLMMessage]) -> str | None:
+    orphan = orphan_tool_result(messages)
+    if orphan is None:
+        return None
+    return f"holds a tool result for call {orphan[1]!r} (message {orphan[0]}) whose call it does not hold"
 
 
 def unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
