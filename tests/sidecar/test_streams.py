@@ -357,3 +357,29 @@ def test_streams_of_one_sidecar_share_one_http_client_and_its_keep_alive_connect
         assert [deltas(sc, s["streamId"]) for s in sc.notifications_of("stream.done")] == ["one", "two"]
         peers = [r.peer for r in model.requests]
         assert len(peers) == 2 and peers[0] is not None and peers[0] == peers[1], peers
+
+
+def test_a_steer_during_the_last_answer_is_not_lost_it_gets_its_own_round(spawn, tmp_path):
+    """A steer accepted while the model writes its final answer (no tool call follows, so no
+    next round of that turn) still enters the transcript as a user message and the model
+    answers it in the same stream; stream.done comes once, after that answer."""
+    db = str(tmp_path / "s.db")
+    script = [text_reply([f"w{i} " for i in range(40)], delay_s=0.03), text_reply(["en français."])]
+    with ReplayServer(script) as model:
+        sc = spawn("--storage-path", db)
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", stream_params(model, tools=[]))["streamId"]
+        sc.wait(lambda: len(sc.notifications_of("stream.chunk", stream_id)) >= 3, what="three chunks")
+        assert sc.call("agent.chat.steer", {"streamId": stream_id, "content": "in French please"})["accepted"]
+        done = sc.wait_done(stream_id)
+        assert done["status"] == "completed"
+        assert len(model.requests) == 2
+        assert sent_messages(model, 1)[-1] == {"role": "user", "content": "in French please"}
+        assert deltas(sc, stream_id).endswith("en français.")
+        assert any(c.get("notice", {}).get("kind") == "steer" for c in sc.notifications_of("stream.chunk", stream_id))
+        assert len(sc.notifications_of("stream.done", stream_id)) == 1
+        assert done["usage"]["promptTokens"] == 100  # both requests (50 each)
+        sc.close_stdin()
+        assert sc.exit_code() == 0
+    items = [(e["message"]["role"], e["message"]["content"]) for e in record(db) if e["type"] == "item"]
+    assert items[-2:] == [("user", "in French please"), ("assistant", "en français.")]

@@ -111,6 +111,12 @@ class CoreLoop:
         """Whether a turn is in progress."""
         return self._running
 
+    @property
+    def steer_pending(self) -> bool:
+        """Whether steer messages wait for a round to take them (one queued after a turn's last
+        round is taken by the next turn's first)."""
+        return bool(self._steer)
+
     def steer(self, text: str) -> bool:
         """Queue a user message for the start of the next round (a ``steer`` event when taken)."""
         if not isinstance(text, str) or not text.strip():

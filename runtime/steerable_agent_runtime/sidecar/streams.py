@@ -8,6 +8,9 @@ Guarantees:
   a tool call starting -> ``{toolCall}``, its result -> ``{toolResult}``, steer / hook
   actions / budget -> ``{notice}``; a failed turn -> ``stream.error {streamId, code,
   message, data}``; always last: ``stream.done {streamId, status, reason, usage, traceId}``.
+- A steer accepted during a turn's last round (the model's final answer) is not dropped: the
+  stream goes on with one more turn whose first round takes it; ``stream.done`` (its usage
+  the sum of the turns') follows that turn.
 - A resume (``resume: true``) reads the record first: a record this build cannot read, or
   one holding a tool result that answers no call, is -32003 on the request itself and
   nothing is written.
@@ -211,6 +214,17 @@ class StreamManager:
             # events never come through here
             async for event in stream.events:
                 done = await self._relay(stream, event.kind, event.data) or done
+            # A steer accepted during the turn's last round (while the model wrote its final
+            # answer) has no round of that turn left to take it, and the loop dies with the
+            # stream: it was acknowledged, so the stream goes on with one more turn on the same
+            # loop, whose first round takes it (resume: the record is the transcript).
+            while done is not None and done.get("status") == "completed" and stream.loop.steer_pending:
+                before, done = done, None
+                stream.events = stream.loop.resume(stream.chat_id, chat_id=stream.chat_id, session=stream.session)
+                async for event in stream.events:
+                    done = await self._relay(stream, event.kind, event.data) or done
+                if done is not None:
+                    done = {**done, "usage": _sum_usage(before.get("usage"), done.get("usage"))}
         except asyncio.CancelledError:
             done = {"status": "cancelled", "reason": "the sidecar stopped the stream"}
             raise
@@ -254,6 +268,13 @@ class StreamManager:
         except Exception as exc:  # noqa: BLE001 - the client went away: nothing left to tell it
             log.warning("could not send stream.done for %s: %s", stream.stream_id, exc)
         stream.done.set()
+
+
+def _sum_usage(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The usage of two turns of one stream, field by field."""
+    if not a or not b:
+        return b or a
+    return {key: (a.get(key) or 0) + (b.get(key) or 0) for key in {**a, **b}}
 
 
 def _loop_error(data: dict[str, Any]) -> RpcError:
