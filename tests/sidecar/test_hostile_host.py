@@ -483,3 +483,33 @@ def test_a_host_tool_answer_over_16_mib_fails_the_call_at_once_not_at_its_timeou
         result = next(c["toolResult"] for c in sc.notifications_of("stream.chunk", stream_id) if "toolResult" in c)
         assert result["success"] is False and "exceeds" in result["error"], result
         assert sc.responses[None]["error"]["code"] == -32600  # the host is told too
+
+
+def test_a_refused_stream_request_writes_nothing_not_even_a_session(spawn, tmp_path):
+    """Every refusal of agent.chat.stream comes before the store is written: no session is made
+    for a chat whose stream never started (a stream without sessionId creates one only once it
+    starts). A resume of a record that holds nothing, with no new messages, is such a refusal:
+    an empty transcript, -32602 on the request, not an accepted stream that fails."""
+    db = str(tmp_path / "s.db")
+    sc = spawn("--storage-path", db)
+    sc.wait_ready()
+    user = [{"role": "user", "content": "x"}]
+    for params, field in [
+        ({"messages": []}, "messages"),
+        ({"messages": [], "resume": True}, "messages"),
+        ({"messages": user, "tools": [{"type": "function", "function": {"name": "a b"}}]}, "tools.0.function.name"),
+        ({"messages": user, "provider": {**PROVIDER, "apiKeyEnv": "STEERABLE_TEST_UNSET_KEY"}}, "provider.apiKeyEnv"),
+        ({"messages": user, "provider": {**PROVIDER, "keepReasoning": True}}, "provider.keepReasoning"),
+        ({"messages": [{"role": "tool", "toolCallId": "zz", "content": "x"}]}, "messages"),
+    ]:
+        err = sc.request("agent.chat.stream", {"chatId": "c1", "provider": PROVIDER, **params})["error"]
+        assert err["code"] == -32602 and err["data"]["field"] == field and err["data"]["hint"], (params, err)
+    assert sc.call("agent.session.list")["sessions"] == []
+    assert sc.notifications_of("stream.done") == []
+    sc.close_stdin()
+    assert sc.exit_code() == 0
+    store = SqliteStorage(db)
+    try:
+        assert run(store.list_sessions()) == [] and run(store.list_history("c1")) == []
+    finally:
+        run(store.close())

@@ -162,21 +162,22 @@ class StreamManager:
         return self._http
 
     # building --------------------------------------------------------------------------
-    async def _session(self, args: p.ChatStream) -> AgentSession:
+    async def _session(self, args: p.ChatStream) -> tuple[AgentSession, bool]:
+        """The stream's session and whether it is a new one (not stored yet: ``_build`` stores
+        it once nothing can refuse the request any more)."""
         if args.session_id is not None:
             session = await self.storage.get_session(args.session_id)
             if session is None:
                 raise RpcError(NOT_FOUND, f"session {args.session_id!r} not found",
                                hint="create it with agent.session.create, or omit sessionId",
                                data={"sessionId": args.session_id})
-            return session
+            return session, False
         active = await self.storage.list_sessions(chat_id=args.chat_id, active_only=True)
         if active:
-            return active[-1]
+            return active[-1], False
         now = utc_now()
-        return await self.storage.upsert_session(AgentSession(
-            session_id=uuid.uuid4().hex, user_id="local", chat_id=args.chat_id, current_stage="CHAT",
-            is_active=True, created_at=now, updated_at=now))
+        return AgentSession(session_id=uuid.uuid4().hex, user_id="local", chat_id=args.chat_id, current_stage="CHAT",
+                            is_active=True, created_at=now, updated_at=now), True
 
     def recorder(self) -> Any:
         if self._recorder is None:
@@ -187,15 +188,21 @@ class StreamManager:
 
     async def _build(self, stream_id: str, args: p.ChatStream, notify: Notify, reverse: Reverse,
                      write_text: TextWriter | None) -> RunningStream:
+        # Every refusal comes before the first write (a new session included): a refused
+        # request leaves the store as it was.
         p.check_messages(args.messages)
         if args.resume:
             from ..history import resumable_transcript
 
-            await resumable_transcript(self.storage, args.chat_id)  # fail closed before writing anything
+            stored = await resumable_transcript(self.storage, args.chat_id)  # fail closed before writing anything
+            if not stored and not args.messages:
+                raise RpcError(INVALID_PARAMS, f"record {args.chat_id!r} is empty: nothing to resume",
+                               hint="start the chat with messages (resume: false), or give resume new messages",
+                               data={"field": "messages"})
         # the loop, httpx and a provider: imported when the first stream starts
         from .loop_glue import events_of, make_loop
 
-        session = await self._session(args)
+        session, new_session = await self._session(args)
         tools = HostTools(args.tools, chat_id=args.chat_id, reverse=reverse, timeout_s=args.tool_timeout_s)
         approver = HostApprover(tools, reverse=reverse, timeout_s=args.approval_timeout_s)
         loop = make_loop(args, tools=tools, approver=approver, storage=self.storage, recorder=self.recorder(),
@@ -204,6 +211,8 @@ class StreamManager:
             events = events_of(loop, args, session)  # an empty transcript is refused here, on the request
         except UsageError as exc:
             raise RpcError(INVALID_PARAMS, exc.message, hint=exc.hint, data={"field": "messages"}) from None
+        if new_session:
+            await self.storage.upsert_session(session)
         return RunningStream(stream_id, args.chat_id, loop, notify, session, events, write_text)
 
     # relaying --------------------------------------------------------------------------
