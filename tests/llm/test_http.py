@@ -39,7 +39,8 @@ async def events(url: str, *, timeout: float | None = None) -> list:
                                             body={"x": 1}, provider="p", secrets=[KEY])]
 
 
-@pytest.mark.parametrize("bad", ["", None, "ftp://host/v1", "localhost:8080/v1", "file:///etc", "http://"])
+@pytest.mark.parametrize("bad", ["", None, "ftp://host/v1", "localhost:8080/v1", "file:///etc", "http://",
+                                 "http://[::1/v1", "http://127.0.0.1:99999/v1", "http://h:port/v1"])
 def test_bad_base_url_is_a_config_error_with_hint(bad):
     with pytest.raises(ProviderConfigError) as info:
         validate_base_url(bad, provider="p")

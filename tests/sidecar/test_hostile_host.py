@@ -513,3 +513,22 @@ def test_a_refused_stream_request_writes_nothing_not_even_a_session(spawn, tmp_p
         assert run(store.list_sessions()) == [] and run(store.list_history("c1")) == []
     finally:
         run(store.close())
+
+
+def test_a_provider_spec_no_provider_can_use_is_32602_naming_its_field(shared):
+    """A base URL that does not parse (an unclosed IPv6 bracket, a port out of range, no host)
+    and a blank model name are refused on the request, naming the field, never -32603 or a
+    stream that fails later."""
+    sc = shared
+    for provider, field in [
+        ({**PROVIDER, "baseUrl": "http://[::1/v1"}, "provider.baseUrl"),
+        ({**PROVIDER, "baseUrl": "http://127.0.0.1:99999/v1"}, "provider.baseUrl"),
+        ({**PROVIDER, "baseUrl": "http://:80/v1"}, "provider.baseUrl"),
+        ({**PROVIDER, "kind": "anthropic", "baseUrl": "https://[fe80::1"}, "provider.baseUrl"),
+        ({**PROVIDER, "model": "   "}, "provider.model"),
+    ]:
+        err = sc.request("agent.chat.stream", {"chatId": "c", "messages": [{"role": "user", "content": "x"}],
+                                               "provider": provider})["error"]
+        assert err["code"] == -32602 and err["data"]["field"] == field and err["data"]["hint"], (provider, err)
+    assert sc.notifications_of("stream.done") == []
+    assert not any("Traceback" in line for line in sc.stderr_lines)

@@ -53,11 +53,19 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 
 def safe_url(url: Any) -> str:
-    """The URL without userinfo and with key-like query parameters blanked."""
-    parts = urlsplit(str(url))
+    """The URL without userinfo and with key-like query parameters blanked (one that does not
+    parse, such as an unclosed IPv6 bracket or a bad port: cut at its query, userinfo dropped)."""
+    try:
+        parts = urlsplit(str(url))
+        port = parts.port
+    except ValueError:
+        head = str(url).split("?", 1)[0].split("#", 1)[0]
+        scheme, sep, rest = head.partition("//") if "//" in head else ("", "", head)
+        netloc, slash, path = rest.partition("/")
+        return scheme + sep + netloc.rpartition("@")[2] + slash + path
     netloc = parts.hostname or ""
-    if parts.port is not None:
-        netloc = f"{netloc}:{parts.port}"
+    if port is not None:
+        netloc = f"{netloc}:{port}"
     query = urlencode([(k, "[redacted]" if k.lower() in _KEY_PARAMS else v)
                        for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="[]:")
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))

@@ -51,8 +51,12 @@ def validate_base_url(base_url: Any, *, provider: str) -> str:
         raise ProviderConfigError(f"{provider}: a base URL is required (got {base_url!r})", provider=provider,
                                   hint="pass base_url='http://127.0.0.1:11434/v1' or the provider's https URL")
     text = base_url.strip()
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port that is no number or out of range
+    except ValueError:  # an unclosed IPv6 bracket, a bad port: no URL httpx could send to
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise ProviderConfigError(f"{provider}: base URL {safe_url(text)!r} is not an http:// or https:// URL",
                                   provider=provider,
                                   hint="give the full URL with its scheme, e.g. https://api.openai.com/v1")

@@ -57,8 +57,9 @@ def build_provider(spec: ProviderSpec, *, client: Any = None) -> Any:
     CacheControlProvider (see the module seams).
 
     Raises RpcError -32602 naming ``provider.apiKeyEnv`` when that variable is unset,
-    ``provider.kind`` when this build lacks that provider, or ``provider.keepReasoning`` when
-    it is given for a kind other than ``openai_responses``.
+    ``provider.kind`` when this build lacks that provider, ``provider.keepReasoning`` when
+    it is given for a kind other than ``openai_responses``, ``provider.model`` or
+    ``provider.baseUrl`` when the provider would refuse them.
     """
     if spec.keep_reasoning is not None and spec.kind != "openai_responses":
         raise RpcError(INVALID_PARAMS, f"provider.keepReasoning is an openai_responses setting; kind {spec.kind!r} "
@@ -67,6 +68,7 @@ def build_provider(spec: ProviderSpec, *, client: Any = None) -> Any:
     key = _api_key(spec)
     cls, default_url = _provider_class(spec)
     base_url = spec.base_url or default_url
+    _check(spec, base_url)
     if spec.kind == "openai_compat":
         provider = cls(spec.model, base_url, api_key=key, client=client)
     elif spec.kind == "anthropic" and spec.max_tokens:
@@ -76,6 +78,21 @@ def build_provider(spec: ProviderSpec, *, client: Any = None) -> Any:
     else:
         provider = cls(spec.model, key, base_url=base_url, client=client)
     return wrap_cache_control(provider)
+
+
+def _check(spec: ProviderSpec, base_url: str) -> None:
+    """The provider's own checks of the model name and base URL, run first so that what they
+    refuse is -32602 naming the field (the constructor's ProviderConfigError names none)."""
+    from ..llm.errors import ProviderConfigError
+    from ..llm.http import require_model, validate_base_url
+
+    for field, check, value in (("provider.model", require_model, spec.model),
+                                ("provider.baseUrl", validate_base_url, base_url)):
+        try:
+            check(value, provider=spec.kind)
+        except ProviderConfigError as exc:
+            raise RpcError(INVALID_PARAMS, f"invalid params for agent.chat.stream: {field}: {exc.message}",
+                           hint=exc.hint, data={"field": field}) from None
 
 
 def wrap_cache_control(provider: Any) -> Any:
