@@ -245,3 +245,19 @@ def test_history_get_pages_through_the_record(spawn, tmp_path):
     assert [e["message"]["content"] for e in rest["entries"]] == ["m3", "m4"] and rest["more"] is False
     missing = sc.request("trace.fetch", {"traceId": "0" * 31 + "1"})["error"]
     assert missing["code"] == -32001 and missing["data"]["hint"]
+
+
+def test_params_sqlite_cannot_take_or_the_session_cannot_hold_are_32602_naming_the_wire_field(spawn, tmp_path):
+    """An afterSeq past SQLite's 64-bit integers, and a null currentStage (every session has
+    one), are the host's mistakes: -32602 naming the camelCase field, not -32603 'a bug'."""
+    sc = spawn("--storage-path", str(tmp_path / "s.db"))
+    sc.wait_ready()
+    for after in (2**63, 10**30):
+        err = sc.request("agent.history.get", {"recordId": "r", "afterSeq": after})["error"]
+        assert err["code"] == -32602 and err["data"]["field"] == "afterSeq" and err["data"]["hint"], err
+    assert sc.call("agent.history.get", {"recordId": "r", "afterSeq": 2**63 - 1})["entries"] == []
+    sid = sc.call("agent.session.create", {"chatId": "c1"})["sessionId"]
+    err = sc.request("agent.session.update", {"sessionId": sid, "currentStage": None})["error"]
+    assert err["code"] == -32602 and err["data"]["field"] == "currentStage" and err["data"]["hint"], err
+    assert sc.call("agent.session.get", {"sessionId": sid})["currentStage"] == "START"
+    assert not any("Traceback" in line for line in sc.stderr_lines)

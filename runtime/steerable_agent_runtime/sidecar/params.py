@@ -85,7 +85,7 @@ class ChatSteer(Params):
 
 class HistoryGet(Params):
     record_id: str = Field(min_length=1)
-    after_seq: int | None = Field(default=None, ge=0)
+    after_seq: int | None = Field(default=None, ge=0, le=2**63 - 1)  # SQLite's integers are 64-bit
     limit: int = Field(default=500, gt=0, le=10_000)
 
 

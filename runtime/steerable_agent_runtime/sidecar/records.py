@@ -65,7 +65,8 @@ class RecordMethods:
         session = await self._session(args.session_id)
         changes = args.model_dump(exclude_unset=True, exclude={"session_id"})
         updated = session.model_copy(update={**changes, "updated_at": utc_now()})
-        return (await self.storage.upsert_session(AgentSession.model_validate(updated.model_dump()))).to_wire()
+        # validated by the wire names, so a refusal (currentStage null) names the host's field
+        return (await self.storage.upsert_session(AgentSession.model_validate(updated.model_dump(by_alias=True)))).to_wire()
 
     async def session_end(self, args: p.SessionRef) -> dict[str, Any]:
         session = await self._session(args.session_id)
