@@ -532,3 +532,21 @@ def test_a_provider_spec_no_provider_can_use_is_32602_naming_its_field(shared):
         assert err["code"] == -32602 and err["data"]["field"] == field and err["data"]["hint"], (provider, err)
     assert sc.notifications_of("stream.done") == []
     assert not any("Traceback" in line for line in sc.stderr_lines)
+
+
+def test_a_number_too_large_for_a_double_is_refused_like_infinity_not_stored_as_null(shared):
+    """1e400 is JSON by the grammar, but no double holds it: read as it was, it became infinity,
+    which a session stored as null and a stream took as an endless timeout. Like Infinity, a
+    frame holding one is -32700, and nothing is stored."""
+    sc = shared
+    sessions = sc.call("agent.session.list")["sessions"]
+    for number in ("1e400", "-1E+400", "123456789e999"):
+        err = _answer_to_null_id(sc, _frame('"big"', "agent.session.create", '{"chatId":"c","stageData":{"x":' + number + "}}"))
+        assert err["code"] == -32700 and number in err["message"] and err["data"]["hint"], err
+    err = _answer_to_null_id(sc, _frame('"t"', "agent.chat.stream", json.dumps(
+        {"chatId": "c", "messages": [{"role": "user", "content": "x"}], "provider": PROVIDER})[:-1] + ',"toolTimeoutS":1e400}'))
+    assert err["code"] == -32700
+    assert sc.call("agent.session.list")["sessions"] == sessions
+    # a tiny number is a number (0.0 when a double cannot tell it from zero), as JSON allows
+    made = sc.call("agent.session.create", {"chatId": "c", "stageData": {"x": 1e-300}})
+    assert made["stageData"]["x"] == 1e-300

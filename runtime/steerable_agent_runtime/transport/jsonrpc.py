@@ -3,7 +3,8 @@
 Guarantees:
 - ``parse_frame`` never raises: a frame is a Request, a Notification, a Response, or an
   RpcError to send back (-32700 for bytes that are not UTF-8 or not JSON, including
-  ``NaN`` / ``Infinity``, which RFC 8259 does not allow, and values nested deeper than the
+  ``NaN`` / ``Infinity``, which RFC 8259 does not allow, a number too large for a double
+  (``1e400``, which would read as infinity), and values nested deeper than the
   parser recurses; -32600 for a JSON value that is not a request; the error's ``id`` is the
   request's when it can be read, else None).
 - Every RpcError carries ``data.hint``.
@@ -170,7 +171,15 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value (RFC 8259); send a number, a string or null")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)  # NaN, Infinity, -Infinity
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (_INF, -_INF):  # 1e400: JSON by the grammar, but no double holds it
+        raise ValueError(f"the number {text} is too large for a double (RFC 8259 section 6); send a smaller one")
+    return value
+
+
+_INF = float("inf")
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)  # NaN, Infinity, 1e400
 
 
 def _valid_id(value: Any) -> bool:
