@@ -101,6 +101,12 @@ class Recorded:
         return json.loads(self.body)
 
 
+class _Server(ThreadingHTTPServer):
+    # a listen backlog for a burst of clients (the default 5 drops connections of a hundred
+    # streams started at once, which then fail as if the model had cut them)
+    request_queue_size = 256
+
+
 class ReplayServer:
     """A threaded HTTP server on 127.0.0.1 (an ephemeral port) replaying ``script``."""
 
@@ -113,7 +119,7 @@ class ReplayServer:
         self._conns: set[Any] = set()
         self.closed_in_stall = 0  # stalls a client ended by closing its connection
         self._closing = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = _Server(("127.0.0.1", 0), self._handler())
         # close() ends every connection (a client's keep-alive pool would otherwise hold a
         # handler thread open forever) and joins the handler threads: no thread outlives a test.
         self._httpd.daemon_threads = False

@@ -15,7 +15,7 @@ from tests.helpers import run
 from tests.replay_server import ReplayServer, Reply
 
 from .harness import ROOT, NoAnswer
-from .openai_sse import text_reply, tool_reply
+from .openai_sse import text_chunks, text_reply, tool_reply
 
 WEATHER = [{"type": "function", "function": {
     "name": "get_weather", "description": "the weather in a city",
@@ -383,3 +383,21 @@ def test_a_steer_during_the_last_answer_is_not_lost_it_gets_its_own_round(spawn,
         assert sc.exit_code() == 0
     items = [(e["message"]["role"], e["message"]["content"]) for e in record(db) if e["type"] == "item"]
     assert items[-2:] == [("user", "in French please"), ("assistant", "en français.")]
+
+
+def test_more_than_a_hundred_streams_at_once_all_reach_the_model(spawn):
+    """Streams on different chats run together, however many: the HTTP client they share has no
+    cap on connections (httpx's default of 100 made the 101st stream wait for a free one and fail
+    with PoolTimeout after 10 s while the others were still answering)."""
+    count = 101
+    with ReplayServer([Reply(chunks=text_chunks(["slow"]), stall_after=1, stall_s=30)]) as model:
+        sc = spawn()
+        sc.wait_ready()
+        for n in range(count):
+            sc.send({"jsonrpc": "2.0", "id": f"s{n}", "method": "agent.chat.stream",
+                     "params": stream_params(model, chat=f"c{n}", tools=[])})
+        ids = [sc.wait(lambda n=n: sc.responses.get(f"s{n}"))["result"]["streamId"] for n in range(count)]
+        sc.wait(lambda: len(model.requests) == count, timeout=9.0, what=f"{count} requests at the model")
+        for stream_id in ids:
+            sc.send({"jsonrpc": "2.0", "method": "agent.chat.cancel", "params": {"streamId": stream_id}})
+        assert {sc.wait_done(stream_id)["status"] for stream_id in ids} == {"cancelled"}

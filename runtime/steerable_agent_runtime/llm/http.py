@@ -40,6 +40,10 @@ log = logging.getLogger("steerable_agent_runtime.llm")
 #: connect 10 s (an unreachable server fails fast), read 300 s between bytes (long reasoning
 #: pauses), write 30 s, 10 s to get a pooled connection.
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=10.0)
+#: no cap on open connections: one client serves every concurrent stream (the sidecar's), and
+#: httpx's default cap of 100 made the 101st wait for a free one and fail after the pool
+#: timeout while the others still streamed; idle keep-alive connections stay capped.
+LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=20)
 USER_AGENT = "steerable-agent-runtime/0.1"
 SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie",
                             "proxy-authorization"})
@@ -87,13 +91,15 @@ def make_timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
 
 
 def make_client(timeout: float | httpx.Timeout | None = None) -> httpx.AsyncClient:
-    """An AsyncClient with our timeouts; proxies and CA bundles come from the environment.
+    """An AsyncClient with our timeouts and no cap on concurrent connections (:data:`LIMITS`);
+    proxies and CA bundles come from the environment.
 
     The TLS context is built once per process (per ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``
     value) and shared: loading the CA bundle costs tens of milliseconds, which every new
     provider would otherwise pay before its first request.
     """
-    return httpx.AsyncClient(timeout=make_timeout(timeout), headers={"user-agent": USER_AGENT}, verify=ssl_context())
+    return httpx.AsyncClient(timeout=make_timeout(timeout), headers={"user-agent": USER_AGENT}, verify=ssl_context(),
+                             limits=LIMITS)
 
 
 _SSL_CONTEXTS: dict[tuple[str | None, str | None], Any] = {}
