@@ -479,7 +479,8 @@ def test_a_host_tool_answer_over_16_mib_fails_the_call_at_once_not_at_its_timeou
         sc = spawn(on_reverse=lambda method, params: {"success": True, "data": "z" * (17 * 1024 * 1024)})
         sc.wait_ready()
         stream_id = sc.call("agent.chat.stream", {**_stream(model), "tools": tools, "toolTimeoutS": 120})["streamId"]
-        assert sc.wait_done(stream_id, timeout=30)["status"] == "completed"
+        done = sc.wait_done(stream_id, timeout=30)
+        assert done["status"] == "completed", (done, sc.notifications_of("stream.error"))
         result = next(c["toolResult"] for c in sc.notifications_of("stream.chunk", stream_id) if "toolResult" in c)
         assert result["success"] is False and "exceeds" in result["error"], result
         assert sc.responses[None]["error"]["code"] == -32600  # the host is told too
@@ -550,3 +551,39 @@ def test_a_number_too_large_for_a_double_is_refused_like_infinity_not_stored_as_
     # a tiny number is a number (0.0 when a double cannot tell it from zero), as JSON allows
     made = sc.call("agent.session.create", {"chatId": "c", "stageData": {"x": 1e-300}})
     assert made["stageData"]["x"] == 1e-300
+
+
+def test_a_malformed_answer_to_tool_invoke_fails_the_call_at_once_not_at_its_timeout(spawn):
+    """A host's answer that is not a JSON-RPC 2.0 response (no or another "jsonrpc", neither
+    result nor error) is answered -32600 as any bad frame; when its id names a waiting
+    tool.invoke, that call fails at once (the model reads why) instead of waiting toolTimeoutS."""
+    from .harness import NoAnswer
+    from .openai_sse import tool_reply
+
+    tools = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object", "properties": {}}}}]
+    broken = [lambda rid: {"id": rid, "result": {"success": True}},
+              lambda rid: {"jsonrpc": "1.0", "id": rid, "result": {"success": True}},
+              None,  # a good answer between (three failed calls in a row end the turn)
+              lambda rid: {"jsonrpc": "2.0", "id": rid}]
+    calls = [(f"call_{n}", "echo", {"n": n}) for n in range(len(broken))]
+
+    def host(method, params):
+        raise NoAnswer
+
+    with ReplayServer([tool_reply(calls), text_reply(["ok"])]) as model:
+        sc = spawn(on_reverse=host)
+        sc.wait_ready()
+        started = time.monotonic()
+        stream_id = sc.call("agent.chat.stream", {**_stream(model), "tools": tools, "toolTimeoutS": 120})["streamId"]
+        for n, answer in enumerate(broken):
+            request = sc.wait(lambda n=n: len(sc.reverse_requests) > n and sc.reverse_requests[n], what=f"tool.invoke {n}")
+            if answer is None:
+                sc.send({"jsonrpc": "2.0", "id": request["id"], "result": {"success": True}})
+                continue
+            sc.send(answer(request["id"]))
+            assert sc.wait(lambda rid=request["id"]: sc.responses.get(rid))["error"]["code"] == -32600
+        assert sc.wait_done(stream_id, timeout=30)["status"] == "completed"
+        assert time.monotonic() - started < 60
+        results = [c["toolResult"] for c in sc.notifications_of("stream.chunk", stream_id) if "toolResult" in c]
+        assert [r["success"] for r in results] == [False, False, True, False]
+        assert all("malformed" in r["error"] for r in results if not r["success"]), results

@@ -15,7 +15,8 @@ Guarantees:
 - ``receive`` answers protocol errors itself (-32700, -32600) and yields only well-formed
   requests (``SSEEvent.id`` set) and notifications (``id`` None), in arrival order. Responses
   resolve the reverse request they answer; a response to an id this side never sent (or
-  already timed out) is logged and ignored, as JSON-RPC says.
+  already timed out) is logged and ignored, as JSON-RPC says. A frame refused -32600 whose id
+  names a waiting reverse request (the host's answer, malformed) fails that request at once.
 - ``request`` sends a reverse request and waits at most ``timeout`` seconds for its answer:
   it returns the result, raises RpcError for an error answer and TimeoutError when none came.
 - A write to a host that went away (EPIPE) marks the transport closed and calls
@@ -307,6 +308,7 @@ class StdioJsonRpcTransport:
             if frame.silent:
                 log.warning("ignored a notification: %s", frame.message)
             else:
+                self._fail_answered(frame)
                 self.respond_error(frame.request_id, frame)
             return None
         if isinstance(frame, Response):
@@ -320,6 +322,15 @@ class StdioJsonRpcTransport:
                                               hint="use a string or integer id, or omit id for a notification"))
             return None
         return SSEEvent(frame.method, frame.params, frame.id)
+
+    def _fail_answered(self, error: RpcError) -> None:
+        """A frame refused as a request whose id names a waiting reverse request was the host's
+        answer to it, malformed (no or another ``jsonrpc``, neither result nor error): that
+        request fails now instead of waiting for its timeout."""
+        future = self._pending.get(error.request_id) if isinstance(error.request_id, str) else None
+        if future is not None and not future.done():
+            future.set_exception(RpcError(INVALID_REQUEST, f"the host's answer is malformed ({error.message})",
+                                          hint="answer with {\"jsonrpc\": \"2.0\", \"id\": ..., \"result\": ...}"))
 
     def _resolve(self, response: Response) -> None:
         future = self._pending.get(response.id) if isinstance(response.id, str) else None
