@@ -587,3 +587,18 @@ def test_a_malformed_answer_to_tool_invoke_fails_the_call_at_once_not_at_its_tim
         results = [c["toolResult"] for c in sc.notifications_of("stream.chunk", stream_id) if "toolResult" in c]
         assert [r["success"] for r in results] == [False, False, True, False]
         assert all("malformed" in r["error"] for r in results if not r["success"]), results
+
+
+def test_a_storage_path_that_is_not_utf8_exits_3_and_creates_nothing(spawn, tmp_path):
+    """SQLite opens a store by a UTF-8 URI: a path that is not UTF-8 (the name, or where a
+    symlink leads) cannot be opened. It is refused before anything is created (it used to make
+    the store file, then fail to open it)."""
+    name = os.fsdecode(b"s\xff.db")
+    (tmp_path / "ok.db").symlink_to(tmp_path / os.fsdecode(b"t\xfe.db"))
+    for path in (str(tmp_path / name), str(tmp_path / "ok.db")):
+        sc = spawn("--storage-path", path)
+        assert sc.exit_code() == 3
+        assert sc.lines == []
+        assert any("UTF-8" in line and "error" in line for line in sc.stderr_lines), sc.stderr_lines
+        assert any("hint" in line for line in sc.stderr_lines) and not any("Traceback" in l for l in sc.stderr_lines)
+    assert sorted(os.listdir(tmp_path)) == ["ok.db"]

@@ -118,6 +118,14 @@ def _run(args: argparse.Namespace, sink: Any) -> int:
     if args.storage_path is not None:
         # the store is the real file (storagePath reports it; the lease follows it too, lock_path_for)
         args.storage_path = os.path.realpath(args.storage_path)
+        try:
+            args.storage_path.encode("utf-8")
+        except UnicodeEncodeError:  # SQLite opens by a UTF-8 URI: refused before a file is made
+            shown = args.storage_path.encode("utf-8", "backslashreplace").decode()
+            sys.stderr.write(f"steerable-sidecar: error: {shown}: the store's path is not valid UTF-8\n"
+                             "steerable-sidecar: hint: keep the store at a path whose every name is UTF-8"
+                             " (rename the file or folder)\n")
+            return 3
     try:
         storage = open_storage(args.storage_path)
     except SteerableError as exc:
