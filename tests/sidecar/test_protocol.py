@@ -261,3 +261,38 @@ def test_params_sqlite_cannot_take_or_the_session_cannot_hold_are_32602_naming_t
     assert err["code"] == -32602 and err["data"]["field"] == "currentStage" and err["data"]["hint"], err
     assert sc.call("agent.session.get", {"sessionId": sid})["currentStage"] == "START"
     assert not any("Traceback" in line for line in sc.stderr_lines)
+
+
+def test_sigterm_while_trace_export_waits_on_a_silent_collector_answers_it_and_exits_in_the_grace(spawn, tmp_path):
+    """In-flight requests get the shutdown's grace (10 s), then their answer: an export to a
+    collector that never answers is answered -32002 (shutting down) and the sidecar exits 0,
+    not after the exporter's own 30 s deadline (its thread is not waited for at exit)."""
+    import socket
+    import time
+
+    from tests.replay_server import ReplayServer
+
+    from .openai_sse import text_reply
+
+    silent = socket.socket()  # accepts connections (the backlog) and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        with ReplayServer([text_reply(["hi"])]) as model:
+            sc = spawn("--storage-path", str(tmp_path / "s.db"))
+            sc.wait_ready()
+            stream_id = sc.call("agent.chat.stream", {"chatId": "c1", "messages": [{"role": "user", "content": "x"}],
+                                                      "provider": {"kind": "openai_compat", "model": "m",
+                                                                   "baseUrl": model.url + "/v1"}})["streamId"]
+            trace_id = sc.wait_done(stream_id)["traceId"]
+            sc.send({"jsonrpc": "2.0", "id": "export", "method": "trace.export",
+                     "params": {"traceId": trace_id, "endpoint": f"http://127.0.0.1:{silent.getsockname()[1]}"}})
+            time.sleep(0.5)
+            started = time.monotonic()
+            sc.terminate()
+            assert sc.exit_code() == 0
+            assert time.monotonic() - started < 20
+            answer = sc.wait(lambda: sc.responses.get("export"), timeout=1)
+            assert answer["error"]["code"] == -32002 and answer["error"]["data"]["hint"], answer
+    finally:
+        silent.close()

@@ -5,8 +5,9 @@ Guarantees:
 - Requests run concurrently (each in its own task), so a stream, a steer and a reverse
   request's answer are all served while a stream runs.
 - Shutdown (system.shutdown, SIGTERM, input EOF, a host that closed its end of stdout): running streams are cancelled and given
-  ``grace_s`` to write their partial turn to the record, in-flight requests are finished,
-  then the store is closed (the lease released). ``serve`` then returns.
+  ``grace_s`` to write their partial turn to the record, in-flight requests are given
+  ``grace_s`` to finish (one still running then is cancelled and answered -32002), then the
+  store is closed (the lease released). ``serve`` then returns.
 """
 
 from __future__ import annotations
@@ -181,6 +182,10 @@ class Sidecar:
         except RpcError as err:
             self.transport.respond_error(event.id, err)
             return
+        except asyncio.CancelledError:  # the shutdown's grace ran out: still one answer
+            self.transport.respond_error(event.id, RpcError(UNAVAILABLE, "the sidecar shut down before the request finished",
+                                                            hint="start a new sidecar and send it again"))
+            raise
         # No await between the handler's return and this write: a stream's first
         # notification can only follow its {streamId} response.
         self.transport.respond(event.id, result)
@@ -203,6 +208,8 @@ class Sidecar:
             _, late = await asyncio.wait(pending, timeout=self.grace_s)
             for task in late:
                 task.cancel()
+            if late:  # let each write its answer before the transport closes
+                await asyncio.wait(late, timeout=1.0)
         await self.transport.aclose()
         reader.cancel()
         await self.storage.close()

@@ -10,7 +10,9 @@ record is not modified).
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ..models import AgentSession, utc_now
@@ -99,5 +101,34 @@ class RecordMethods:
 
         bundle = await self._bundle(args.trace_id)
         exporter = OtlpHttpExporter(args.endpoint)  # a bad endpoint is a UsageError (-32602)
-        result = await asyncio.to_thread(exporter.export, export_request([bundle]))
+        result = await _in_daemon_thread(exporter.export, export_request([bundle]))
         return result.model_dump(mode="json", by_alias=True)
+
+
+async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a daemon thread of its own. Not asyncio.to_thread: the interpreter
+    joins the default executor's threads at exit, so a collector that never answers held a
+    shutdown up for the exporter's whole deadline (30 s) after the request itself was given up."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # the awaiting request was cancelled (a shutdown)
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def work() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (fn(*args), None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            outcome = (None, exc)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the event loop is closed: nobody waits for the outcome
+            pass
+
+    threading.Thread(target=work, name="trace-export", daemon=True).start()
+    return await future
