@@ -21,7 +21,7 @@ import pytest
 from steerable_agent_runtime import SqliteStorage
 
 from tests.helpers import run
-from tests.replay_server import ReplayServer
+from tests.replay_server import ReplayServer, Reply
 
 from .harness import ROOT
 from .openai_sse import text_reply
@@ -602,3 +602,40 @@ def test_a_storage_path_that_is_not_utf8_exits_3_and_creates_nothing(spawn, tmp_
         assert any("UTF-8" in line and "error" in line for line in sc.stderr_lines), sc.stderr_lines
         assert any("hint" in line for line in sc.stderr_lines) and not any("Traceback" in l for l in sc.stderr_lines)
     assert sorted(os.listdir(tmp_path)) == ["ok.db"]
+
+
+def _lone_surrogates(value) -> list:
+    from steerable_agent_runtime.models import has_lone_surrogate
+
+    if isinstance(value, str):
+        return [value] if has_lone_surrogate(value) else []
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _lone_surrogates(k) + _lone_surrogates(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _lone_surrogates(v)]
+    return []
+
+
+def test_a_model_that_sends_half_an_emoji_never_puts_a_lone_surrogate_on_stdout(spawn, tmp_path):
+    """What the sidecar refuses as text it never sends: a lone surrogate in the model's stream (a
+    JSON \\ud83d escape, e.g. an emoji cut in two by a proxy) reaches the host as U+FFFD, as the
+    record holds it, so the host's text equals the record's, a strict JSON parser (serde_json
+    refuses a lone surrogate escape) reads every line, and the text can be sent back."""
+    from .openai_sse import text_chunks, tool_reply
+
+    tools = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object", "properties": {}}}}]
+    db = str(tmp_path / "s.db")
+    pieces = ["ok ", "\ud83d", "\ude00", " fine \U0001F600", "x\udc80y", "\ud800"]
+    with ReplayServer([tool_reply([("call_1", "echo", {"k\udc00": "v\ud800"})]),
+                       Reply(chunks=text_chunks(pieces)), text_reply(["again"])]) as model:
+        sc = spawn("--storage-path", db, on_reverse=lambda method, params: {"success": True})
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", {**_stream(model), "tools": tools})["streamId"]
+        assert sc.wait_done(stream_id)["status"] == "completed"
+        assert [line for line in sc.lines if _lone_surrogates(json.loads(line))] == []
+        text = "".join(c.get("delta", "") for c in sc.notifications_of("stream.chunk", stream_id))
+        assert text == "ok \ufffd\ufffd fine \U0001F600x\ufffdy\ufffd"
+        assert sc.call("agent.history.get", {"recordId": "c1"})["entries"][-1]["message"]["content"] == text
+        again = sc.call("agent.chat.stream", {**_stream(model), "messages": [
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": text}, {"role": "user", "content": "more"}]})
+        assert sc.wait_done(again["streamId"])["status"] == "completed"

@@ -3,30 +3,46 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..models import has_lone_surrogate
+
 # built once (json.dumps with separators builds one per call); allow_nan=False: NaN is no JSON
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE_ESCAPE = "\\ud"  # how an ASCII encoder writes any surrogate: half of a pair, or a lone one
 
 
 def dumps(value: Any) -> str:
     """Compact ASCII JSON; a NaN or infinity (a model or a host tool can produce one, and
-    every JSON parser refuses it) is written as null."""
+    every JSON parser refuses it) is written as null, and a lone UTF-16 surrogate (a model
+    can stream one: half an emoji) as U+FFFD, as the record stores it: strict parsers refuse
+    its escape, and the sidecar itself refuses it as text."""
     try:
-        return _ENCODER.encode(value)
+        out = _ENCODER.encode(value)
     except ValueError:  # only a non-finite float makes this encoder fail
-        return _ENCODER.encode(_finite(value))
+        return _ENCODER.encode(_sanitize(value))
+    # a surrogate escape: a character beyond the BMP (an escaped pair) or a lone surrogate
+    return _ENCODER.encode(_sanitize(value)) if SURROGATE_ESCAPE in out else out
 
 
-def _finite(value: Any) -> Any:
+def clean_text(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (itself when it has none)."""
+    return _SURROGATE.sub("\ufffd", text) if has_lone_surrogate(text) else text
+
+
+def _sanitize(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
     if isinstance(value, float):
         return value if value == value and value not in (float("inf"), float("-inf")) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {_sanitize(k): _sanitize(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [_sanitize(v) for v in value]
     return value
 
 
