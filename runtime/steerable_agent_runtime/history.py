@@ -18,8 +18,8 @@ from typing import Annotated, Any, Literal, Protocol, Union
 
 from pydantic import Field, ValidationError
 
-from .errors import RecordFormatError
-from .models import CHAT_ROLES, LLMMessage, Timestamp, WireModel, is_one_of, is_stored_timestamp
+from .errors import DataIntegrityError, RecordFormatError
+from .models import CHAT_ROLES, LLMMessage, Timestamp, WireModel, has_lone_surrogate, is_one_of, is_stored_timestamp
 
 RECORD_FORMAT_VERSION = 2
 """The newest record version this build reads and the version it writes."""
@@ -254,10 +254,20 @@ async def resumable_transcript(storage: HistoryReader, record_id: str, *, page_s
     Raises RecordFormatError, reading only, when a tool message answers a call no earlier
     assistant message of the transcript made (an orphan tool result: a buggy host or another
     build appended it, or a checkpoint kept a result and dropped its call); the error names the
-    record, the seq of the entry holding it and the remedy. Also what resume_transcript raises.
+    record, the seq of the entry holding it and the remedy. Raises DataIntegrityError, naming
+    the same, for an entry holding a lone UTF-16 surrogate (a ``\\ud800`` escape another SQLite
+    client wrote, which steerable-maint check reports as row-json-invalid): no provider can
+    encode it. Also what resume_transcript raises.
     """
     tail = await _resume_tail(storage, record_id, page_size)
     transcript = transcript_from(tail, record_id=record_id)
+    for raw in tail:
+        if _holds_lone_surrogate(raw):
+            raise DataIntegrityError(
+                f"{_where(record_id, raw.get('seq'))}: a stored text holds a lone UTF-16 surrogate (another program"
+                " wrote it), which no model API accepts; the record was not modified", record_id=record_id,
+                seq=raw.get("seq"), hint="run `steerable-maint check DB` to list such rows; `steerable-maint salvage`"
+                " exports the rest, or continue the chat with run(messages, chat_id=...), which appends one seed")
     orphan = orphan_tool_result(transcript)
     if orphan is not None:
         seq = _seq_holding(tail, orphan[0])
@@ -282,6 +292,16 @@ def orphan_tool_result(messages: Sequence[LLMMessage]) -> tuple[int, str | None]
         elif message.role == "tool" and message.tool_call_id not in called:
             return index, message.tool_call_id
     return None
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return has_lone_surrogate(value)
+    if isinstance(value, dict):
+        return any(_holds_lone_surrogate(k) or _holds_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_lone_surrogate(v) for v in value)
+    return False
 
 
 def _seq_holding(tail: list[dict[str, Any]], index: int) -> int:

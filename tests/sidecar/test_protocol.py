@@ -296,3 +296,39 @@ def test_sigterm_while_trace_export_waits_on_a_silent_collector_answers_it_and_e
             assert answer["error"]["code"] == -32002 and answer["error"]["data"]["hint"], answer
     finally:
         silent.close()
+
+
+def test_a_record_holding_a_lone_surrogate_another_program_wrote_is_32002_on_resume_and_unchanged(spawn, tmp_path):
+    """A row whose JSON holds a lone surrogate escape (its checksum fine: another SQLite client
+    wrote it; steerable-maint check calls it row-json-invalid) cannot be sent to any model: a
+    resume is refused on the request, naming the row, with the remedy, and writes nothing
+    (it used to start the stream, which failed -32603 'see the logs' with nothing logged)."""
+    import sqlite3
+
+    from steerable_agent_runtime import SqliteStorage
+    from steerable_agent_runtime.storage.checksum import row_crc
+
+    from tests.helpers import item, run
+
+    db = tmp_path / "s.db"
+    store = SqliteStorage(db)
+    run(store.append_history("c1", [item("hello")]))
+    run(store.close())
+    raw = ('{"v":2,"type":"item","seq":2,"at":"2026-01-01T00:00:00.000000Z",'
+           '"message":{"role":"assistant","content":"half \\ud83d of it"}}')
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES ('c1', 2, 2, 'item', "
+                 "'2026-01-01T00:00:00.000000Z', ?, ?)", (raw, row_crc("history", ("c1", 2), raw)))
+    conn.commit()
+    conn.close()
+    before = _history_rows(db)
+    sc = spawn("--storage-path", str(db))
+    sc.wait_ready()
+    err = sc.request("agent.chat.stream", {"chatId": "c1", "resume": True, "messages": [], "provider": {
+        "kind": "openai_compat", "model": "m", "baseUrl": "http://127.0.0.1:9/v1"}})["error"]
+    assert err["code"] == -32002 and err["data"]["seq"] == 2 and err["data"]["recordId"] == "c1", err
+    assert "steerable-maint" in err["data"]["hint"]
+    assert sc.notifications_of("stream.done") == [] and sc.call("agent.session.list")["sessions"] == []
+    sc.close_stdin()
+    assert sc.exit_code() == 0
+    assert _history_rows(db) == before
