@@ -232,6 +232,8 @@ def test_provider_errors_are_stream_errors_with_the_kind(spawn):
         assert done["status"] == "failed"
         err = sc.notifications_of("stream.error", stream_id)[0]
         assert err["code"] == -32005 and err["data"]["kind"] == "auth" and err["data"]["hint"]
+        # as the error table says of -32005: the provider and the HTTP status too
+        assert err["data"]["provider"] == "openai_compat" and err["data"]["statusCode"] == 401, err
         assert model.requests[0].headers["authorization"] == "Bearer sk-secret-value"
     assert not any(b"sk-secret-value" in line for line in sc.lines)
     assert not any("sk-secret-value" in line for line in sc.stderr_lines)

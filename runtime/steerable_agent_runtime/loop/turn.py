@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import HookError, UsageError
 from ..history import orphan_tool_result, resumable_transcript
+from ..llm.errors import LLMError
 from ..llm.types import LLMUsage
 from ..models import AgentSession, LLMMessage, ToolCall, utc_now
 from .events import CompletionStatus, LoopEvent
@@ -349,6 +350,8 @@ def error_event(error: BaseException) -> LoopEvent:
     kind = getattr(error, "kind", None)
     if kind is not None:
         data["kind"] = kind
+    if isinstance(error, LLMError):  # which provider, and its HTTP status when it answered one
+        data["provider"], data["statusCode"] = error.provider, error.status_code
     return LoopEvent("error", data)
 
 

@@ -287,9 +287,16 @@ def _sum_usage(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, 
 
 
 def _loop_error(data: dict[str, Any]) -> RpcError:
+    """The stream.error of the loop's ``error`` event: a provider's failure (an LLMError kind) is
+    -32005 with its kind, provider and statusCode; anything else (a hook's, kind ``hook``) is not."""
+    from typing import get_args
+
+    from ..llm.errors import LLMErrorKind
     from ..transport.jsonrpc import PROVIDER_ERROR
 
     kind = data.get("kind")
-    code = PROVIDER_ERROR if kind else data.get("code", INTERNAL_ERROR)
-    extra = {"kind": kind} if kind else {}
-    return RpcError(code, str(data.get("message", "the turn failed")), hint=data.get("hint"), data=extra)
+    message, hint = str(data.get("message", "the turn failed")), data.get("hint")
+    if kind in get_args(LLMErrorKind):
+        return RpcError(PROVIDER_ERROR, message, hint=hint,
+                        data={"kind": kind, "provider": data.get("provider"), "statusCode": data.get("statusCode")})
+    return RpcError(data.get("code", INTERNAL_ERROR), message, hint=hint, data={"kind": kind} if kind else {})
