@@ -48,6 +48,7 @@ class RpcError(SteerableError):
         self.data = {**(data or {}), "hint": self.hint}
         self.request_id = request_id
         self.silent = False  # the answer to a notification: logged, never sent
+        self.malformed_answer = False  # the frame had no method: a peer's answer that is no response
 
     def to_wire(self) -> dict[str, Any]:
         """The ``error`` member of a response."""
@@ -197,16 +198,20 @@ def classify(value: Any) -> Frame:
     rid = value.get("id")
     reply_id = rid if "id" in value and _valid_id(rid) else None
     if value.get("jsonrpc") != "2.0":
-        return RpcError(INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"',
-                        hint='add "jsonrpc": "2.0" to every message', request_id=reply_id)
+        err = RpcError(INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"',
+                       hint='add "jsonrpc": "2.0" to every message', request_id=reply_id)
+        err.malformed_answer = "method" not in value
+        return err
     if "id" in value and not _valid_id(rid):
         return RpcError(INVALID_REQUEST, "invalid request: id must be a string or an integer",
                         hint="use a string or integer id")
     if "method" not in value:
         if "result" in value or "error" in value:
             return _response(value)
-        return RpcError(INVALID_REQUEST, 'invalid request: "method" is missing',
-                        hint='name the method in "method"', request_id=reply_id)
+        err = RpcError(INVALID_REQUEST, 'invalid request: "method" is missing',
+                       hint='name the method in "method"', request_id=reply_id)
+        err.malformed_answer = True
+        return err
     method = value["method"]
     if not isinstance(method, str) or not method:
         return RpcError(INVALID_REQUEST, 'invalid request: "method" must be a non-empty string',

@@ -330,9 +330,11 @@ class StdioJsonRpcTransport:
         return SSEEvent(frame.method, frame.params, frame.id)
 
     def _fail_answered(self, error: RpcError) -> None:
-        """A frame refused as a request whose id names a waiting reverse request was the host's
-        answer to it, malformed (no or another ``jsonrpc``, neither result nor error): that
-        request fails now instead of waiting for its timeout."""
+        """A frame without a method refused -32600 whose id names a waiting reverse request was
+        the host's answer to it, malformed (no or another ``jsonrpc``, neither result nor
+        error): that request fails now instead of waiting for its timeout."""
+        if not error.malformed_answer:  # a request (it names a method) with that id is the host's own
+            return
         future = self._pending.get(error.request_id) if isinstance(error.request_id, str) else None
         if future is not None and not future.done():
             future.set_exception(RpcError(INVALID_REQUEST, f"the host's answer is malformed ({error.message})",
