@@ -152,6 +152,21 @@ def test_a_non_llm_exception_from_the_provider_is_a_failed_turn_not_a_crash():
     assert completion(events)["status"] == "failed" and "bug in provider" in completion(events)["reason"]
 
 
+def test_a_non_llm_exception_from_the_provider_is_logged_with_its_traceback(caplog):
+    """A bug (not an LLMError) ends the turn with an error event whose hint says "see the logs":
+    the traceback is there (the sidecar's -32603 promises it on stderr)."""
+    class Broken(ScriptedProvider):
+        def stream(self, messages, **kw):
+            raise RuntimeError("bug in provider")
+
+    with caplog.at_level("ERROR"):
+        events = run_loop(CoreLoop(Broken([])), USER)
+    [error] = [e for e in events if e.kind == "error"]
+    assert error.data["hint"] == "see the logs"
+    logged = [r for r in caplog.records if r.exc_info and r.exc_info[0] is RuntimeError]
+    assert logged and "bug in provider" in str(logged[0].exc_info[1]), caplog.records
+
+
 def test_unknown_tool_and_non_json_arguments_are_results_the_model_reads():
     router, log = make_router()
     provider = ScriptedProvider([calls(("a", "read_notes", {"name": "x"}),

@@ -11,11 +11,12 @@ completion (:meth:`Turn.end`). Every step that ends the turn sets ``stopped``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import HookError, UsageError
+from ..errors import HookError, SteerableError, UsageError
 from ..history import orphan_tool_result, resumable_transcript
 from ..llm.errors import LLMError
 from ..llm.types import LLMUsage
@@ -27,6 +28,8 @@ from .messages import assistant_message, calling_message, flat_calling_message
 from .record import RecordWriter, repair_dangling
 from .toolbatch import ToolBatch
 from .unicode import clean_message
+
+log = logging.getLogger("steerable_agent_runtime.loop")
 
 if TYPE_CHECKING:
     from .core import CoreLoop
@@ -345,7 +348,10 @@ def sunk(sink: Callable[[str, str], None], events: tuple[LoopEvent, ...]) -> Exc
 
 
 def error_event(error: BaseException) -> LoopEvent:
-    """The ``error`` event of a failed request."""
+    """The ``error`` event of a failed request. An error that is no SteerableError is a bug
+    (a provider's or a hook's): its hint says "see the logs", so its traceback is logged."""
+    if not isinstance(error, SteerableError):
+        log.error("the turn failed on an unexpected error", exc_info=(type(error), error, error.__traceback__))
     data: dict[str, Any] = {"message": str(error), "hint": getattr(error, "hint", None) or "see the logs"}
     kind = getattr(error, "kind", None)
     if kind is not None:
