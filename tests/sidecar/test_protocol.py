@@ -285,15 +285,19 @@ def test_sigterm_while_trace_export_waits_on_a_silent_collector_answers_it_and_e
                                                       "provider": {"kind": "openai_compat", "model": "m",
                                                                    "baseUrl": model.url + "/v1"}})["streamId"]
             trace_id = sc.wait_done(stream_id)["traceId"]
-            sc.send({"jsonrpc": "2.0", "id": "export", "method": "trace.export",
-                     "params": {"traceId": trace_id, "endpoint": f"http://127.0.0.1:{silent.getsockname()[1]}"}})
-            time.sleep(0.5)
+            threads = _threads(sc.proc.pid)
+            for n in range(12):  # a burst: the exports run a few at a time, not on a thread each
+                sc.send({"jsonrpc": "2.0", "id": f"export-{n}", "method": "trace.export",
+                         "params": {"traceId": trace_id, "endpoint": f"http://127.0.0.1:{silent.getsockname()[1]}"}})
+            time.sleep(1.0)
+            assert _threads(sc.proc.pid) <= threads + 4
             started = time.monotonic()
             sc.terminate()
             assert sc.exit_code() == 0
             assert time.monotonic() - started < 20
-            answer = sc.wait(lambda: sc.responses.get("export"), timeout=1)
-            assert answer["error"]["code"] == -32002 and answer["error"]["data"]["hint"], answer
+            for n in range(12):
+                answer = sc.wait(lambda n=n: sc.responses.get(f"export-{n}"), timeout=1)
+                assert answer["error"]["code"] == -32002 and answer["error"]["data"]["hint"], answer
     finally:
         silent.close()
 
@@ -332,3 +336,8 @@ def test_a_record_holding_a_lone_surrogate_another_program_wrote_is_32002_on_res
     sc.close_stdin()
     assert sc.exit_code() == 0
     assert _history_rows(db) == before
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))

@@ -21,6 +21,9 @@ from ..transport.jsonrpc import INVALID_PARAMS, NOT_FOUND, RpcError
 from . import params as p
 
 
+EXPORTS_AT_ONCE = 4  # trace.export calls running together (each on a thread); more wait their turn
+
+
 def not_found(what: str, key: str, value: str, hint: str) -> RpcError:
     return RpcError(NOT_FOUND, f"{what} {value!r} not found", hint=hint, data={key: value})
 
@@ -30,6 +33,7 @@ class RecordMethods:
 
     def __init__(self, storage: StorageAdapter) -> None:
         self.storage = storage
+        self._export_slots = asyncio.Semaphore(EXPORTS_AT_ONCE)  # a burst waits here, not on a thread each
 
     async def session_create(self, args: p.SessionCreate) -> dict[str, Any]:
         """A new session. An existing ``sessionId`` is never overwritten: the same chat and user
@@ -101,7 +105,8 @@ class RecordMethods:
 
         bundle = await self._bundle(args.trace_id)
         exporter = OtlpHttpExporter(args.endpoint)  # a bad endpoint is a UsageError (-32602)
-        result = await _in_daemon_thread(exporter.export, export_request([bundle]))
+        async with self._export_slots:
+            result = await _in_daemon_thread(exporter.export, export_request([bundle]))
         return result.model_dump(mode="json", by_alias=True)
 
 
