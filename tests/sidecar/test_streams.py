@@ -403,3 +403,20 @@ def test_more_than_a_hundred_streams_at_once_all_reach_the_model(spawn):
         for stream_id in ids:
             sc.send({"jsonrpc": "2.0", "method": "agent.chat.cancel", "params": {"streamId": stream_id}})
         assert {sc.wait_done(stream_id)["status"] for stream_id in ids} == {"cancelled"}
+
+
+def test_host_tools_failing_max_tool_errors_times_is_its_own_code_not_a_bug(spawn):
+    # -32603 means "a bug; the traceback is on stderr". A turn ended by max_tool_errors (the
+    # host's tool kept failing) is no bug: it has its own code and names the limit.
+    calls = [tool_reply([(f"call_{i}", "get_weather", {"city": f"c{i}"})]) for i in range(3)]
+    failing = lambda method, params: {"success": False, "error": "the weather service is down"}  # noqa: E731
+    with ReplayServer(calls) as model:
+        sc = spawn(on_reverse=failing)
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", stream_params(model))["streamId"]
+        done = sc.wait_done(stream_id)
+        assert done["status"] == "failed" and "max_tool_errors" in done["reason"], done
+        [err] = sc.notifications_of("stream.error", stream_id)
+        assert err["code"] == -32006 and err["data"]["kind"] == "tool_errors", err
+        assert "max_tool_errors" in err["message"] and err["data"]["hint"]
+        assert not any("Traceback" in line for line in sc.stderr_lines)

@@ -267,7 +267,8 @@ class Turn:
         errors = self.batch.consecutive_errors
         if errors >= self.loop.config.max_tool_errors:
             reason = f"max_tool_errors: {errors} consecutive tool errors"
-            error = LoopEvent("error", {"message": reason, "hint": "look at the failed tool results in the transcript"})
+            error = LoopEvent("error", {"message": reason, "hint": "look at the failed tool results in the transcript",
+                                        "kind": "tool_errors"})
             return [error, *await self.end("failed", reason)]
         return []
 

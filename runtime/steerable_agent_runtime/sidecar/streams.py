@@ -288,15 +288,18 @@ def _sum_usage(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, 
 
 def _loop_error(data: dict[str, Any]) -> RpcError:
     """The stream.error of the loop's ``error`` event: a provider's failure (an LLMError kind) is
-    -32005 with its kind, provider and statusCode; anything else (a hook's, kind ``hook``) is not."""
+    -32005 with its kind, provider and statusCode; max_tool_errors (kind ``tool_errors``) -32006;
+    anything else (a hook's, kind ``hook``: the sidecar's own hooks, so a bug) -32603."""
     from typing import get_args
 
     from ..llm.errors import LLMErrorKind
-    from ..transport.jsonrpc import PROVIDER_ERROR
+    from ..transport.jsonrpc import PROVIDER_ERROR, TURN_FAILED
 
     kind = data.get("kind")
     message, hint = str(data.get("message", "the turn failed")), data.get("hint")
     if kind in get_args(LLMErrorKind):
         return RpcError(PROVIDER_ERROR, message, hint=hint,
                         data={"kind": kind, "provider": data.get("provider"), "statusCode": data.get("statusCode")})
+    if kind == "tool_errors":  # max_tool_errors: the host's tools kept failing (no bug)
+        return RpcError(TURN_FAILED, message, hint=hint, data={"kind": kind})
     return RpcError(data.get("code", INTERNAL_ERROR), message, hint=hint, data={"kind": kind} if kind else {})

@@ -31,6 +31,9 @@ UNAVAILABLE = -32002
 RECORD_FORMAT = -32003
 CONSENT_DENIED = -32004
 PROVIDER_ERROR = -32005
+TURN_FAILED = -32006
+"""A turn the loop ended as failed for its own limit, not a provider's error nor a bug:
+``max_tool_errors`` (the host's tools kept failing; ``data.kind`` ``tool_errors``)."""
 
 RequestId = str | int | None
 
