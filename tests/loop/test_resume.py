@@ -147,3 +147,22 @@ def test_the_repair_of_a_call_in_openai_form_names_its_tool():
                                              LLMMessage(role="assistant", tool_calls=[call])])
     assert append_only and repaired[-1].name == "write_note" and repaired[-1].tool_call_id == "a"
     assert "'write_note'" in json.loads(repaired[-1].content)["error"]
+
+
+def test_resume_with_the_hosts_own_result_for_a_dangling_call_sends_that_result_alone():
+    # After a crash the host may know what the interrupted call did and pass its result in
+    # resume's messages. The call then has that answer; an "interrupted" result beside it gave
+    # the call two results, which providers refuse (Anthropic: one tool_result per tool_use).
+    store = InMemoryStorage()
+    run(store.append_history("c1", [item({"role": "user", "content": "go"}),
+                                    item({"role": "assistant", "toolCalls": CALLS}),
+                                    item({"role": "tool", "toolCallId": "a", "name": "read_note",
+                                          "content": '{"success":true,"data":1}'})]))
+    provider = ScriptedProvider(["noted"])
+    host_result = {"role": "tool", "toolCallId": "b", "name": "write_note", "content": '{"success":true,"data":"ok"}'}
+    events = run(drain(CoreLoop(provider, storage=store).resume("c1", [host_result])))
+    assert completion(events)["status"] == "completed"
+    sent = provider.requests[0].messages
+    assert [(m.tool_call_id, m.content) for m in sent if m.role == "tool"] == [
+        ("a", '{"success":true,"data":1}'), ("b", '{"success":true,"data":"ok"}')]
+    assert run(resume_transcript(store, "c1"))[:4] == sent

@@ -172,17 +172,27 @@ def interrupted_result(call: dict[str, Any]) -> LLMMessage:
     return LLMMessage(role="tool", tool_call_id=call.get("id"), name=name, content=result.to_content())
 
 
-def repair_dangling(transcript: Sequence[LLMMessage]) -> tuple[list[LLMMessage], bool]:
+def repair_dangling(transcript: Sequence[LLMMessage],
+                    answered_next: Sequence[LLMMessage] = ()) -> tuple[list[LLMMessage], bool]:
     """The transcript with an interrupted result after every dangling call; and whether the
     repair is a pure append (every dangling call belongs to the last assistant message and only
-    tool results follow it), so the record can take it as items rather than a seed."""
+    tool results follow it), so the record can take it as items rather than a seed.
+
+    ``answered_next``: the messages that will follow the transcript (a resume's new ones). In
+    the pure-append case, a call that a tool result at their start answers (the host knew what
+    the interrupted call did) gets no interrupted result: one call, one result."""
     missing = dangling_calls(transcript)
     if not missing:
         return list(transcript), True
     last_assistant = max(i for i, m in enumerate(transcript) if m.role == "assistant")
     tail_is_results = all(m.role == "tool" for m in transcript[last_assistant + 1:])
     if tail_is_results and all(index == last_assistant for index, _ in missing):
-        return [*transcript, *(interrupted_result(call) for _, call in missing)], True
+        given = set()
+        for message in answered_next:
+            if message.role != "tool":
+                break
+            given.add(message.tool_call_id)
+        return [*transcript, *(interrupted_result(call) for _, call in missing if call.get("id") not in given)], True
     repaired: list[LLMMessage] = []
     by_index: dict[int, list[dict[str, Any]]] = {}
     for index, call in missing:

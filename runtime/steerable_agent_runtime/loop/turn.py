@@ -301,7 +301,7 @@ async def open_transcript(storage: Any, writer: RecordWriter, messages: list[LLM
     if not stored and not messages:
         raise UsageError(f"record {resume_id!r} is empty: nothing to resume",
                          hint="start the chat with run(messages, chat_id=...)")
-    repaired, append_only = repair_dangling(stored)
+    repaired, append_only = repair_dangling(stored, messages)
     writer.adopt(stored)
     if append_only:
         await writer.flush(repaired)
