@@ -420,3 +420,26 @@ def test_host_tools_failing_max_tool_errors_times_is_its_own_code_not_a_bug(spaw
         assert err["code"] == -32006 and err["data"]["kind"] == "tool_errors", err
         assert "max_tool_errors" in err["message"] and err["data"]["hint"]
         assert not any("Traceback" in line for line in sc.stderr_lines)
+
+
+def test_compact_on_a_stream_without_compaction_is_not_accepted(spawn):
+    # Without maxContextTokens the stream has no compaction hooks, so a manual compaction can do
+    # nothing: {accepted: false} with the reason, not {accepted: true} and then a no-op notice.
+    release = threading.Event()
+
+    def slow_tool(method, params):
+        assert release.wait(20)
+        return answer_weather(method, params)
+
+    script = [tool_reply([("call_1", "get_weather", {"city": "Lisbon"})]), text_reply(["Done."])]
+    with ReplayServer(script) as model:
+        sc = spawn(on_reverse=slow_tool)
+        sc.wait_ready()
+        stream_id = sc.call("agent.chat.stream", stream_params(model))["streamId"]
+        sc.wait(lambda: sc.reverse_requests, what="tool.invoke")
+        answer = sc.call("agent.chat.compact", {"streamId": stream_id})
+        release.set()
+        assert answer["accepted"] is False and "maxContextTokens" in answer["reason"], answer
+        assert sc.wait_done(stream_id)["status"] == "completed"
+        notices = [c["notice"] for c in sc.notifications_of("stream.chunk", stream_id) if "notice" in c]
+        assert not any(n.get("action", "").startswith("compact") for n in notices), notices

@@ -118,6 +118,10 @@ class StreamManager:
         stream = self.running.get(args.stream_id)
         if stream is None:
             return {"accepted": False, "reason": "no running stream with that id"}
+        from ..loop.hooks import overrides
+
+        if not overrides(stream.loop.hooks, "compact_now"):  # nothing could compact it
+            return {"accepted": False, "reason": "this stream has no compaction: start it with maxContextTokens"}
         stream.loop.request_compact()
         return {"accepted": True}
 
