@@ -331,3 +331,61 @@ def test_the_remembered_head_is_only_a_guess(postgres, pg_url):
     assert [e["message"]["content"] for e in run(first.list_history("c1"))] == ["a", "b", "f"]
     run(first.close())
     run(second.close())
+
+
+# lost connections ---------------------------------------------------------------------
+def test_a_driver_error_on_a_connection_sqlalchemy_found_dead_is_a_connection_error():
+    """asyncpg's "cannot switch to state ..; another operation is in progress" and "connection
+    is closed", psycopg's "server closed the connection unexpectedly" carry no SQLSTATE; the
+    one sign they mean a lost connection is SQLAlchemy's ``connection_invalidated``."""
+    from steerable_agent_runtime.storage.dberrors import translate
+
+    class DriverError(Exception):
+        pass
+
+    DriverError.__module__ = "asyncpg.exceptions._base"
+    for invalidated, expected in ((True, "StoreConnectionError"), (False, "StoreServerError")):
+        wrapper = Exception("(InternalClientError) cannot switch to state 12; another operation (2) is in progress")
+        wrapper.connection_invalidated = invalidated  # what sqlalchemy.exc.DBAPIError carries
+        wrapper.__cause__ = DriverError("cannot switch to state 12; another operation (2) is in progress")
+        assert type(translate(wrapper, where="postgresql://h/db", password=None)).__name__ == expected
+
+
+@pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
+def test_backends_killed_mid_append_are_connection_errors_and_lose_nothing_acknowledged(postgres, pg_url, driver):
+    """pg_terminate_backend while several appends are in flight: every failed call is
+    StoreConnectionError (never StoreServerError, whose hint sends the operator to the server's
+    log), every acknowledged entry is there once, and seq stays contiguous."""
+    import asyncio
+
+    url = pg_url if driver == "asyncpg" else "postgresql+psycopg://" + pg_url.split("://", 1)[1]
+    db = db_name(pg_url)
+    errors: list[BaseException] = []
+    acked: list[str] = []
+
+    async def writer(store: SqlAlchemyStorage, name: str) -> None:
+        for i in range(30):
+            try:
+                await store.append_history("r", [item(f"{name}-{i}")])
+                acked.append(f"{name}-{i}")
+            except SteerableError as exc:
+                errors.append(exc)
+
+    async def rounds() -> None:
+        store = SqlAlchemyStorage(url, pool_size=3)
+        await store.open()
+        for round_ in range(6):
+            async def kill() -> None:
+                await asyncio.sleep(0.02)
+                await asyncio.to_thread(postgres.psql, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                        f" WHERE datname = '{db}' AND pid <> pg_backend_pid()")
+            await asyncio.gather(*(writer(store, f"w{round_}.{k}") for k in range(8)), kill())
+        await store.close()
+
+    run(rounds())
+    assert errors, "no call met a killed connection"
+    assert {type(e).__name__ for e in errors} == {"StoreConnectionError"}, [str(e) for e in errors]
+    stored = run(SqlAlchemyStorage(url).list_history("r"))
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    texts = [e["message"]["content"] for e in stored]
+    assert len(texts) == len(set(texts)) and set(acked) <= set(texts)

@@ -161,6 +161,15 @@ def _is_network(exc: BaseException) -> bool:
                and not type(cur).__module__.startswith("sqlite3") for cur in chain(exc))
 
 
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether SQLAlchemy found the connection dead when the error was raised. A connection
+    that died mid-call surfaces as driver errors with no SQLSTATE and no OSError in the chain
+    (asyncpg: "connection is closed", "cannot switch to state ..; another operation is in
+    progress"; psycopg: "server closed the connection unexpectedly"); SQLAlchemy asks the
+    driver whether the connection is closed and records the answer on its DBAPIError."""
+    return any(getattr(cur, "connection_invalidated", False) is True for cur in chain(exc))
+
+
 def translate(exc: BaseException, *, where: str, password: str | None) -> SteerableError:
     """The SteerableError for a driver/network exception raised while using the store ``where``."""
     code = sqlstate(exc)
@@ -183,7 +192,8 @@ def translate(exc: BaseException, *, where: str, password: str | None) -> Steera
         return DatabaseDamagedError(f"{where}: SQLite reports damage: {text}", **fields)
     if sqlite_code in (SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL, SQLITE_AUTH):
         return StoreAccessError(f"{where}: SQLite cannot use it: {text}", **fields)
-    if code is not None and code.startswith(("08", "57P")) or (code is None and _is_network(exc)):
+    if code is not None and code.startswith(("08", "57P")) or (code is None and (_is_network(exc)
+                                                                             or _connection_lost(exc))):
         return StoreConnectionError(f"{where}: cannot reach the database: {text}", **fields)
     return StoreServerError(f"{where}: the database refused a statement: {text}",
                             **fields, **({"sqlstate": code} if code else {}))
