@@ -389,3 +389,26 @@ def test_backends_killed_mid_append_are_connection_errors_and_lose_nothing_ackno
     assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
     texts = [e["message"]["content"] for e in stored]
     assert len(texts) == len(set(texts)) and set(acked) <= set(texts)
+
+
+def test_a_pooled_connection_the_server_closed_while_idle_is_replaced_not_used(postgres, pg_url):
+    """A server restart (or an idle backend ended by the server) closes the pool's idle
+    connections; asyncpg sees the close at once, and the pool opens a new connection instead of
+    handing the dead one to the next call, which succeeds (no round trip is added)."""
+    import asyncio
+
+    db = db_name(pg_url)
+
+    async def main() -> None:
+        store = SqlAlchemyStorage(pg_url, pool_size=3)
+        await asyncio.gather(*(store.append_history(f"r{k}", [item("before")]) for k in range(3)))
+        ended = await asyncio.to_thread(postgres.psql, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                        f" WHERE datname = '{db}' AND pid <> pg_backend_pid()")
+        assert int(ended) >= 1
+        await asyncio.sleep(0.3)  # the server's FATAL message and close reach the client
+        for k in range(3):
+            assert [e["seq"] for e in await store.append_history(f"r{k}", [item("after")])] == [2]
+        assert await store.get_session("none") is None
+        await store.close()
+
+    run(main())

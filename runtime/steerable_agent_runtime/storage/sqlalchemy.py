@@ -27,6 +27,8 @@ Guarantees:
 - Every read verifies each row's checksum (DataIntegrityError) and parses it (history:
   RecordFormatError, entities: RecordFormatError); nothing is skipped.
 - No raw driver error escapes a method: each becomes a SteerableError (storage/dberrors.py).
+- asyncpg: a pooled connection the server closed while idle (a restart) is replaced at
+  checkout, not handed to the next call.
 
 The engine belongs to the event loop that made it: called from another loop (``asyncio.run``
 per call), the store makes a new engine there and drops the old pool unclosed (its
@@ -58,7 +60,7 @@ from ..errors import (
 try:
     from sqlalchemy import bindparam, event, text
     from sqlalchemy.engine import URL, make_url
-    from sqlalchemy.exc import ArgumentError
+    from sqlalchemy.exc import ArgumentError, DisconnectionError
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ExtraNotInstalledError(f"SqlAlchemyStorage needs SQLAlchemy: {exc}") from None
@@ -166,8 +168,11 @@ class SqlAlchemyStorage:
         connect_args: dict[str, Any] = {}
         if self.url.drivername == "postgresql+asyncpg":
             connect_args = {"timeout": 10, "server_settings": {"application_name": "steerable"}}
-        return create_async_engine(self.url, pool_size=self._pool_size, max_overflow=self._pool_size,
-                                   hide_parameters=True, connect_args=connect_args)
+        engine = create_async_engine(self.url, pool_size=self._pool_size, max_overflow=self._pool_size,
+                                     hide_parameters=True, connect_args=connect_args)
+        if self.url.drivername == "postgresql+asyncpg":
+            _replace_closed_on_checkout(engine)
+        return engine
 
     async def _engine_now(self) -> AsyncEngine:
         if self._closed:
@@ -624,6 +629,19 @@ def _upsert_sql(table: str, cols: tuple[str, ...]) -> Any:
                    f" ON CONFLICT ({cols[0]}) DO UPDATE SET {updates}")
         _UPSERTS[(table, cols)] = sql
     return sql
+
+
+def _replace_closed_on_checkout(engine: AsyncEngine) -> None:
+    """Never hand out a pooled asyncpg connection the server has closed (a restart, an idle
+    backend ended): asyncpg notices the server's close as it happens, so the check costs no
+    round trip, and the pool connects anew instead of failing the next call with
+    StoreConnectionError. (A connection lost without a close, e.g. a cut network, is still
+    found by the call that uses it.)"""
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(_dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if record.driver_connection.is_closed():
+            raise DisconnectionError("the server closed this pooled connection")
 
 
 def _sqlite_transactions(engine: AsyncEngine) -> None:
