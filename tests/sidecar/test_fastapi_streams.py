@@ -176,3 +176,43 @@ def test_a_chat_over_http_on_a_sqlite_file_is_a_clean_record_for_steerable_maint
     after = _maint("check", str(db), "--json")  # the server stopped: the lease is released, still clean
     assert after.returncode == 0, after.stdout + after.stderr
     assert json.loads(after.stdout)["lease_held"] is False and json.loads(after.stdout)["findings"] == []
+
+
+def test_a_server_shutdown_that_cuts_streams_keeps_their_partial_turns(tmp_path):
+    """uvicorn's graceful-shutdown timeout cancels the open responses; the app's shutdown
+    then lets their streams write their partial turn before it closes the store."""
+    import uvicorn
+
+    db = tmp_path / "cut.db"
+    pieces = [f"w{i} " for i in range(400)]
+    with ReplayServer([text_reply(pieces, delay_s=0.02)]) as model:
+        config = uvicorn.Config(create_app(SqliteStorage(str(db))), host="127.0.0.1", port=0, log_level="critical",
+                                lifespan="on", timeout_graceful_shutdown=0.5)
+        served = Served.__new__(Served)
+        served.server = uvicorn.Server(config)
+        served.thread = threading.Thread(target=served.server.run, daemon=True)
+        seen: list[str] = []
+
+        def read() -> None:
+            try:
+                with httpx.Client(base_url=served.url, timeout=30) as client, \
+                        client.stream("POST", "/agent.chat.stream", json=params(model)) as response:
+                    for frame in sse_frames(response.iter_lines()):
+                        seen.append(frame["data"].get("delta", "") if frame.get("event") == "stream.chunk" else "")
+            except httpx.HTTPError:
+                pass  # the server cut the response
+
+        with served:
+            reader = threading.Thread(target=read)
+            reader.start()
+            deadline = time.monotonic() + 20
+            while len(seen) < 20 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        reader.join(20)
+    from tests.helpers import run
+
+    store = SqliteStorage(str(db))
+    entries = run(store.list_history("c1"))
+    run(store.close())
+    assert [e["message"]["role"] for e in entries] == ["user", "assistant"], entries
+    assert entries[1]["message"]["content"].startswith("".join(seen[:20]))

@@ -56,6 +56,12 @@ class Replies:
         self.pending[rid] = future
         return rid, future
 
+    def fail_pending(self) -> None:
+        """Fail every reverse request still waiting (ConnectionError): nobody will answer it."""
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(ConnectionError("the server is shutting down"))
+
     def deliver(self, body: Any) -> bool:
         """Resolve the request ``body['id']`` answers; False when none is waiting."""
         if not isinstance(body, dict):
@@ -138,11 +144,14 @@ def _status(err: RpcError) -> int:
     return _HTTP_STATUS.get(err.code, 500)
 
 
-def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size: int = 64) -> FastAPI:
+def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size: int = 64,
+               grace_s: float = 10.0) -> FastAPI:
     """A FastAPI app serving the sidecar's methods over ``storage`` (see the module docstring).
 
-    system.shutdown is not offered over HTTP (the server's process manager stops it); the
-    app closes ``storage`` at its shutdown.
+    system.shutdown is not offered over HTTP (the server's process manager stops it). At its
+    shutdown the app cancels the streams still running (the server cut their responses, e.g.
+    uvicorn's graceful-shutdown timeout) and waits up to ``grace_s`` for each to write its
+    partial turn, as the stdio sidecar does, then closes ``storage``.
     """
     from ..sidecar.app import MethodTable, SystemMethods
     from ..sidecar.streams import StreamManager
@@ -151,7 +160,14 @@ def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size
     streams = StreamManager(storage, notify=_no_sink, reverse=_no_reverse)
     table = MethodTable(storage, SystemMethods({"transport": "http-sse"}, asyncio.Event()), lambda: streams)
     table.entries.pop("system.shutdown")
-    app = FastAPI(title="steerable-agent-runtime", on_shutdown=[streams.aclose, storage.close])
+
+    async def shutdown() -> None:
+        # The stream tasks outlive their responses: closing the store under them lost the turn.
+        await streams.stop_all(grace_s, after_cancel=replies.fail_pending)
+        await streams.aclose()
+        await storage.close()
+
+    app = FastAPI(title="steerable-agent-runtime", on_shutdown=[shutdown])
     app.state.streams = streams
 
     def one_event(event: SSEEvent, status: int = 200) -> StreamingResponse:
