@@ -216,3 +216,37 @@ def test_a_server_shutdown_that_cuts_streams_keeps_their_partial_turns(tmp_path)
     run(store.close())
     assert [e["message"]["role"] for e in entries] == ["user", "assistant"], entries
     assert entries[1]["message"]["content"].startswith("".join(seen[:20]))
+
+
+def test_a_client_that_stops_reading_and_leaves_cancels_its_stream():
+    """The model outpaces the client, so the producer waits for room in the bounded queue;
+    then the client disconnects. The stream is cancelled (the record keeps a partial turn, not
+    the whole answer drained into the void) and the chat is free again soon after."""
+    import socket
+
+    pieces = [f"{i:05d}" + "x" * 2000 for i in range(6000)]  # ~12 MB: far more than every buffer on the way
+    with ReplayServer([text_reply(pieces), text_reply(["again"])]) as model, \
+            Served(create_app(InMemoryStorage(), queue_size=8)) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as client:
+        host, port = served.url.removeprefix("http://").split(":")
+        body = json.dumps(params(model)).encode()
+        with socket.socket() as raw:
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: no autotuning
+            raw.connect((host, int(port)))
+            raw.sendall(b"POST /agent.chat.stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            assert raw.recv(4096).startswith(b"HTTP/1.1 200")
+            time.sleep(1.0)  # not reading: the socket buffers and the queue fill, the producer waits
+        deadline = time.monotonic() + 10
+        while True:
+            with client.stream("POST", "/agent.chat.stream", json={**params(model), "messages": [], "resume": True}) as response:
+                again = list(sse_frames(response.iter_lines()))
+            if response.status_code != 409:
+                break
+            assert time.monotonic() < deadline, "the chat stayed busy after its client left"
+            time.sleep(0.1)
+        assert again[-1]["event"] == "stream.done" and again[-1]["data"]["status"] == "completed"
+        messages = [e["message"] for e in history(client, "c1")]
+        assert [m["role"] for m in messages] == ["user", "assistant", "assistant"]
+        partial, whole = len(messages[1]["content"]), len("".join(pieces))
+        assert 0 < partial < whole // 2, (partial, whole)  # cancelled, not drained to the end

@@ -13,7 +13,7 @@ Guarantees:
   the stream's producer waits for room (nothing is dropped, memory stays bounded).
 - A ``: keep-alive`` comment goes out after every ``keepalive_s`` seconds without an event.
 - A client that disconnects cancels its stream (CoreLoop.cancel: the record keeps the
-  partial turn and a result for every call).
+  partial turn and a result for every call), also while the producer waits for room.
 """
 
 from __future__ import annotations
@@ -89,12 +89,19 @@ class FastAPISseTransport:
         self.keepalive_s = keepalive_s
         self.closed = False
         self._incoming: asyncio.Queue[SSEEvent] = asyncio.Queue()
+        self._room = asyncio.Event()
+        """Set when the body took an event or the transport closed: a waiting ``emit`` looks again."""
 
     async def emit(self, event: SSEEvent) -> None:
-        """Queue ``event``, waiting for room; a no-op once the client is gone."""
-        if self.closed:
-            return
-        await self._queue.put(event)
+        """Queue ``event``, waiting for room; a no-op once the client is gone (also for an
+        emit already waiting: ``aclose`` releases it, nothing reads the queue any more)."""
+        while not self.closed:
+            try:
+                self._queue.put_nowait(event)
+                return
+            except asyncio.QueueFull:
+                self._room.clear()
+                await self._room.wait()
 
     async def request(self, method: str, params: Any, *, timeout: float) -> Any:
         """A reverse request as an SSE event with ``id``; answered by ``POST /rpc.reply``."""
@@ -114,6 +121,7 @@ class FastAPISseTransport:
         """End the body after what is queued; drop anything emitted later. Idempotent."""
         if not self.closed:
             self.closed = True
+            self._room.set()
             while True:
                 try:
                     self._queue.put_nowait(_CLOSE)
@@ -131,10 +139,15 @@ class FastAPISseTransport:
         """The SSE bytes: each event as a frame, a keep-alive comment on every quiet interval."""
         while True:
             try:
-                item = await asyncio.wait_for(self._queue.get(), self.keepalive_s)
+                # Not asyncio.wait_for: on 3.11 it returns the item when the get completes as the
+                # task is cancelled, swallowing the cancel of a client that disconnected while
+                # the producer kept the queue full (the answer then drained into the void).
+                async with asyncio.timeout(self.keepalive_s):
+                    item = await self._queue.get()
             except TimeoutError:
                 yield KEEPALIVE
                 continue
+            self._room.set()
             if item is _CLOSE:
                 return
             yield item.encode_sse()
