@@ -26,6 +26,10 @@ Guarantees:
   a seq that is no longer next). Upserts are single ``INSERT .. ON CONFLICT`` statements.
 - Every read verifies each row's checksum (DataIntegrityError) and parses it (history:
   RecordFormatError, entities: RecordFormatError); nothing is skipped.
+- Text no row can hold (a lone UTF-16 surrogate; on PostgreSQL also U+0000, which its text
+  cannot hold) as a key, a filter or a record id: a read finds nothing, as for any missing key;
+  a write is a UsageError and writes nothing. A search query is read as the index reads
+  content: without U+0000.
 - No raw driver error escapes a method: each becomes a SteerableError (storage/dberrors.py).
 - asyncpg: a pooled connection the server closed while idle (a restart) is replaced at
   checkout, not handed to the next call.
@@ -74,6 +78,7 @@ from ..models import (
     TraceEvent,
     TraceSpan,
     WireModel,
+    has_lone_surrogate,
 )
 from . import pgschema
 from .dberrors import translated
@@ -307,7 +312,28 @@ class SqlAlchemyStorage:
         await self.close()
 
     # entity helpers -------------------------------------------------------------------
+    def _unholdable(self, values: Iterable[Any]) -> str | None:
+        """What no stored row can hold in one of ``values`` (None: each one can). The driver
+        refuses such a parameter (the sqlite3 module with a raw UnicodeEncodeError), but no row
+        can match it either: a read has nothing to find."""
+        for value in values:
+            if type(value) is str:
+                if self.backend == "postgresql" and "\x00" in value:
+                    return "U+0000 (PostgreSQL text cannot hold it)"
+                if has_lone_surrogate(value):
+                    return "a lone UTF-16 surrogate (not a character)"
+        return None
+
+    def _refuse_unholdable(self, what: str, values: dict[str, Any]) -> None:
+        for name, value in values.items():
+            why = self._unholdable((value,))
+            if why is not None:
+                raise UsageError(f"{what}: {name} {value!r} holds {why}: no row can hold it; nothing was written",
+                                 hint="pass ids as valid Unicode text"
+                                 + (" without U+0000" if self.backend == "postgresql" else ""))
+
     async def _put(self, table: str, cols: dict[str, Any], data: str) -> None:
+        self._refuse_unholdable(table, cols)
         async with self._connect(write=True, single=True) as conn:
             crc = row_crc(table, [cols[c] for c in IDENTITY[table]], data)
             await conn.execute(_upsert_sql(table, tuple(cols)), {**cols, "data": data, "crc": crc})
@@ -318,6 +344,8 @@ class SqlAlchemyStorage:
         sql = f"SELECT {self._data}, crc, {key}, {', '.join(IDENTITY[table])} FROM {table} WHERE {where} {order}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
+        if self._unholdable(params.values()):
+            return []
         async with self._connect() as conn:
             rows = (await conn.execute(text(sql), params)).all()
         return [_parse(model, table, row) for row in rows]
@@ -411,6 +439,7 @@ class SqlAlchemyStorage:
     # history --------------------------------------------------------------------------
     async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         entries = list(entries)
+        self._refuse_unholdable("history", {"record_id": record_id})
         if self.backend == "postgresql" and record_id in self._heads and not any("seq" in e for e in entries):
             done = await self._append_at_known_head(record_id, entries, self._heads[record_id])
             if done is not None:
@@ -486,12 +515,16 @@ class SqlAlchemyStorage:
         if limit is not None:
             sql += f" LIMIT {max(int(limit), 0)}"
         params = {"r": record_id, "a": after_seq or 0, "u": 2**62 if until_seq is None else until_seq}
+        if self._unholdable((record_id,)):
+            return []
         async with self._connect() as conn:
             rows = (await conn.execute(text(sql), params)).all()
         return [read_entry_text(_verified("history", row, record_id), record_id=record_id, seq=row[2])
                 for row in rows]
 
     async def history_checkpoint(self, record_id: str) -> int | None:
+        if self._unholdable((record_id,)):
+            return None
         async with self._connect() as conn:
             return (await conn.execute(_CHECKPOINT, {"r": record_id})).scalar()
 
@@ -508,7 +541,11 @@ class SqlAlchemyStorage:
         chat's sessions in (created_at, session_id) order. Raises UsageError for an empty
         query, an unknown order or a query FTS5 rejects.
         """
+        if self.backend == "postgresql":  # as steerable_message_text indexes content: without U+0000
+            query = query.replace("\x00", "")
         check_query(query, order)
+        if has_lone_surrogate(query):
+            return []  # no stored message holds one
         if not self._opened:
             await self.open()
         chats = _first_chats(await self._matching_rows(query, order, candidates), limit)
