@@ -460,3 +460,18 @@ def test_postgres_search_reads_u0000_in_a_query_as_the_index_does(pg_url):
     with pytest.raises(UsageError):
         run(store.search_sessions("\x00"))  # nothing left to search for
     run(store.close())
+
+
+def test_postgres_search_refuses_a_query_too_large_for_the_server_as_a_usage_error(pg_url):
+    """A query of tens of thousands of words exceeds PostgreSQL's stack depth in
+    websearch_to_tsquery: the caller's query is at fault, not the server (UsageError with a
+    hint, not StoreServerError's "see the server's log"); the store stays usable."""
+    store = SqlAlchemyStorage(pg_url)
+    run(store.upsert_session(session("s1")))
+    run(store.append_message(message("m1", content="needle")))
+    for query in ("w " * 40_000, '"' + "w " * 30_000 + '"', "a or " * 40_000):
+        with pytest.raises(UsageError) as caught:
+            run(store.search_sessions(query))
+        assert "too large" in caught.value.message and "fewer words" in caught.value.hint
+    assert run(store.search_sessions("needle " * 1000)) == [session("s1")]
+    run(store.close())

@@ -539,7 +539,8 @@ class SqlAlchemyStorage:
         matching messages by ts_rank, chats in order of their best message. SQLite: exactly
         SqliteStorage's search (FTS5, or the escaped LIKE). At most ``limit`` chats; each
         chat's sessions in (created_at, session_id) order. Raises UsageError for an empty
-        query, an unknown order or a query FTS5 rejects.
+        query, an unknown order, a query FTS5 rejects or one too large for PostgreSQL's
+        websearch_to_tsquery (tens of thousands of words).
         """
         if self.backend == "postgresql":  # as steerable_message_text indexes content: without U+0000
             query = query.replace("\x00", "")
@@ -556,8 +557,15 @@ class SqlAlchemyStorage:
 
     async def _matching_rows(self, query: str, order: str, candidates: int) -> Sequence[Any]:
         if self.backend == "postgresql":
-            async with self._connect() as conn:
-                return (await conn.execute(_SEARCH_PG[order], {"q": query, "n": candidates})).all()
+            try:
+                async with self._connect() as conn:
+                    return (await conn.execute(_SEARCH_PG[order], {"q": query, "n": candidates})).all()
+            except StoreServerError as exc:
+                if not str(exc.extra.get("sqlstate", "")).startswith("54"):  # program limit: stack depth, tsquery size
+                    raise
+                reason = exc.message.rsplit("refused a statement: ", 1)[-1]
+                raise UsageError(f"search query too large for PostgreSQL's full-text search ({reason})",
+                                 hint="search for fewer words") from None
         try:
             async with self._connect() as conn:
                 if self.fts:
