@@ -249,6 +249,19 @@ def test_times_before_the_epoch_clamp_to_zero():
     assert unix_nanos("1969-12-31T23:59:59Z") == "0"
 
 
+def test_times_past_the_fixed64_range_clamp_to_its_maximum():
+    """Nanoseconds since 1970 overflow the unsigned 64-bit field in July 2554; a stored time
+    after that (a clock set wrong, a fixture) must not make the collector refuse the request."""
+    assert unix_nanos("9999-12-31T23:59:59.999999Z") == str(2**64 - 1)
+    assert int(unix_nanos("2554-07-21T23:34:33Z")) < 2**64
+    late = "3000-01-01T00:00:00Z"
+    trace = HarnessTrace(trace_id="ab" * 16, session_id="s", chat_id="c", user_id="u", started_at=late)
+    span = TraceSpan(span_id="cd" * 8, name="t", start_at=late, kind="llm")
+    event = TraceEvent(event_id="e", span_id="cd" * 8, name="ev", at="9999-01-01T00:00:00Z")
+    message = parse_strict(export_request([TraceBundle(trace=trace, spans=[span], events=[event])]))
+    assert message.resource_spans[0].scope_spans[0].spans[1].events[0].time_unix_nano == 2**64 - 1
+
+
 def test_invalid_stored_ids_get_stable_valid_ids_and_keep_the_original():
     trace = HarnessTrace(trace_id="trace-1", session_id="s", chat_id="c", user_id="u",
                          started_at="2026-01-01T00:00:00Z")

@@ -6,7 +6,7 @@ Guarantees (OTLP JSON encoding, opentelemetry-proto ``docs/specification.md``):
 - keys are lowerCamelCase; ``traceId`` is 32 and ``spanId``/``parentSpanId`` 16 lowercase hex
   digits (not base64), never all zero; ``kind`` and ``status.code`` are integers;
   ``startTimeUnixNano``/``endTimeUnixNano``/``timeUnixNano`` are decimal strings of
-  nanoseconds since the Unix epoch.
+  nanoseconds since the Unix epoch, within fixed64's range (clamped at both ends).
 - attributes are typed AnyValues: bool is checked before int; ints in int64 range are
   ``intValue`` decimal strings (wider ints become ``stringValue``); non-finite floats are
   ``doubleValue`` ``"NaN"``/``"Infinity"``/``"-Infinity"`` (the proto3 JSON spelling, since
@@ -49,6 +49,7 @@ ROOT_SPAN_NAME = "agent.run"
 
 _KIND_TO_OTLP = {"llm": SPAN_KIND_CLIENT, "tool": SPAN_KIND_INTERNAL, "approval": SPAN_KIND_INTERNAL}
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_UINT64_MAX = 2**64 - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -64,13 +65,14 @@ class TraceBundle(BaseModel):
 
 def unix_nanos(timestamp: str) -> str:
     """An ISO 8601 timestamp as decimal-string nanoseconds since the epoch (exact, no float;
-    times before 1970 clamp to 0, since the OTLP field is unsigned)."""
+    the OTLP field is fixed64: times before 1970 clamp to 0, times after July 2554 to 2**64 - 1,
+    since a value out of range makes the collector refuse the whole request)."""
     moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     delta = moment - _EPOCH
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return str(max(0, micros) * 1000)
+    return str(min(max(0, micros) * 1000, _UINT64_MAX))
 
 
 def any_value(value: Any) -> dict[str, Any]:
