@@ -475,3 +475,34 @@ def test_postgres_search_refuses_a_query_too_large_for_the_server_as_a_usage_err
         assert "too large" in caught.value.message and "fewer words" in caught.value.hint
     assert run(store.search_sessions("needle " * 1000)) == [session("s1")]
     run(store.close())
+
+
+def _many_words(count: int, seed: int) -> str:
+    import random
+    import string
+
+    rnd = random.Random(seed)
+    return " ".join("".join(rnd.choices(string.ascii_lowercase, k=8)) for _ in range(count))
+
+
+def test_postgres_stores_a_message_too_long_for_one_tsvector(postgres, pg_url):
+    """A message whose words exceed PostgreSQL's tsvector limit (1 MB of lexemes: a pasted log
+    or document) is stored, not refused by its search index; the index keeps the longest
+    prefix that fits. A store made by an earlier build gets the new function at open (it
+    returns the same text for every row that could be stored before: the index stays valid)."""
+    db = db_name(pg_url)
+    store = SqlAlchemyStorage(pg_url)
+    run(store.upsert_session(session("s1", chat="big")))
+    run(store.upsert_session(session("s2", chat="small")))
+    run(store.close())
+    # the function as the previous build created it: a stored row is indexed whole or refused
+    postgres.psql("CREATE OR REPLACE FUNCTION steerable_message_text(data text) RETURNS text LANGUAGE plpgsql"
+                  " IMMUTABLE PARALLEL SAFE AS $$ BEGIN RETURN data::json ->> 'content'; END $$", db)
+    store = SqlAlchemyStorage(pg_url)
+    big = "findme " + _many_words(250_000, 1) + " farend"  # ~2.2 MB, ~3 MB of lexemes
+    stored = run(store.append_message(message("m-big", chat="big", content=big)))
+    assert stored.content == big and run(store.list_messages("big"))[0].content == big
+    run(store.append_message(message("m-small", chat="small", content="farend findme")))
+    assert run(store.search_sessions("findme")) == [session("s2", chat="small"), session("s1", chat="big")]
+    assert run(store.search_sessions("farend")) == [session("s2", chat="small")]  # past the indexed prefix
+    run(store.close())

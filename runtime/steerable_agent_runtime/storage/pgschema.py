@@ -29,22 +29,46 @@ CREATE_LOCK = 0x5354455201  # the advisory lock two first opens take so one crea
 
 _TABLES_DDL = re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', re.sub(r"\bINTEGER\b", "BIGINT", DDL))
 
-MESSAGE_TEXT_FUNCTION = r"""
-CREATE OR REPLACE FUNCTION steerable_message_text(data text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+MESSAGE_TEXT_BODY = r"""
+DECLARE
+    content text;
+    n integer;
 BEGIN
-    RETURN data::json ->> 'content';
-EXCEPTION WHEN others THEN
-    -- json ->> cannot return text holding U+0000 ("\u0000" in the JSON): index the content
-    -- without those escapes; a row whose data is not JSON at all is simply not indexed.
     BEGIN
-        RETURN regexp_replace(data, '\\u0000', '', 'g')::json ->> 'content';
+        content := data::json ->> 'content';
     EXCEPTION WHEN others THEN
-        RETURN NULL;
+        -- json ->> cannot return text holding U+0000 ("\u0000" in the JSON): index the content
+        -- without those escapes; a row whose data is not JSON at all is simply not indexed.
+        BEGIN
+            content := regexp_replace(data, '\\u0000', '', 'g')::json ->> 'content';
+        EXCEPTION WHEN others THEN
+            RETURN NULL;
+        END;
     END;
+    -- A tsvector holds at most 1 MB of lexemes (with positions, at most 3 bytes per byte of
+    -- text): a longer text is indexed by the longest halving of it that fits, so its row is
+    -- stored, not refused. Any text that fits is returned whole.
+    n := length(content);
+    WHILE octet_length(left(content, n)) > 262144 LOOP
+        BEGIN
+            PERFORM to_tsvector('simple', left(content, n));
+            EXIT;
+        EXCEPTION WHEN program_limit_exceeded THEN
+            n := n / 2;
+        END;
+    END LOOP;
+    RETURN left(content, n);
 END
-$$
 """
+
+MESSAGE_TEXT_FUNCTION = ("CREATE OR REPLACE FUNCTION steerable_message_text(data text) RETURNS text\n"
+                         f"LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $${MESSAGE_TEXT_BODY}$$")
+"""The text the search index holds for a message row. Its result for a text that fits a
+tsvector never changes between builds (the GIN index over it stays valid when an open
+replaces an older definition, ``FUNCTION_SOURCE``)."""
+
+FUNCTION_SOURCE = ("SELECT prosrc, pg_has_role(proowner, 'USAGE') FROM pg_proc"
+                   " WHERE oid = to_regprocedure('steerable_message_text(text)')")
 
 EXTRA_DDL = [
     f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",

@@ -251,6 +251,8 @@ class SqlAlchemyStorage:
         async with self._connect(write=True, check=False) as conn:
             self.upgraded_rows = await upgrade_rows(conn, backend=self.backend, blob=self._blob, where=self.where,
                                                     progress=self.on_upgrade)
+            if self.backend == "postgresql":
+                await _current_search_function(conn, self.where)
 
     def _precheck_sqlite_file(self) -> None:
         assert self._file is not None
@@ -737,6 +739,21 @@ async def _inspect_postgres(conn: AsyncConnection, where: str) -> str:
                                 f" reads up to {SCHEMA_VERSION}); the database was not modified",
                                 path=where, version=version)
     return "ours"
+
+
+async def _current_search_function(conn: AsyncConnection, where: str) -> None:
+    """Replace an earlier build's ``steerable_message_text`` (under the lock upgrade_rows took).
+    Both return the same text for every row an earlier build could store, so the search index
+    stays valid; the current one also indexes a message too long for one tsvector instead of
+    refusing its row. A role that does not own the function leaves it (a warning)."""
+    found = (await conn.execute(text(pgschema.FUNCTION_SOURCE))).first()
+    if found is None or found[0] == pgschema.MESSAGE_TEXT_BODY:
+        return
+    if not found[1]:
+        _log.warning("%s: steerable_message_text is an earlier build's and this role does not own it: a message"
+                     " too long for one tsvector is refused until its owner opens the store", where)
+        return
+    await conn.exec_driver_sql(pgschema.MESSAGE_TEXT_FUNCTION)
 
 
 def _verified(table: str, row: Sequence[Any], record_id: str | None = None) -> str | bytes:
