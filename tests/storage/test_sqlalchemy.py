@@ -506,3 +506,15 @@ def test_postgres_stores_a_message_too_long_for_one_tsvector(postgres, pg_url):
     assert run(store.search_sessions("findme")) == [session("s2", chat="small"), session("s1", chat="big")]
     assert run(store.search_sessions("farend")) == [session("s2", chat="small")]  # past the indexed prefix
     run(store.close())
+
+
+def test_bounds_beyond_64_bits_read_as_the_other_stores_read_them(sqla_store):
+    """seq bounds and limits are Python ints: one past the database's 64-bit range means
+    "beyond every row" (as in InMemoryStorage), not a raw OverflowError or a refused statement."""
+    run(sqla_store.append_history("r", [item("a"), item("b")]))
+    run(sqla_store.append_message(message("m1")))
+    huge = 2**70
+    assert [e["seq"] for e in run(sqla_store.list_history("r", until_seq=huge, limit=huge))] == [1, 2]
+    assert [e["seq"] for e in run(sqla_store.list_history("r", after_seq=-huge, reverse=True))] == [2, 1]
+    assert run(sqla_store.list_history("r", after_seq=huge)) == [] and run(sqla_store.list_history("r", until_seq=-huge)) == []
+    assert [m.id for m in run(sqla_store.list_messages("c1", limit=huge))] == ["m1"]

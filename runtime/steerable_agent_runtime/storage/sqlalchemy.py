@@ -345,7 +345,7 @@ class SqlAlchemyStorage:
         key = self._pos if table == "messages" else TABLES[table].key[0]
         sql = f"SELECT {self._data}, crc, {key}, {', '.join(IDENTITY[table])} FROM {table} WHERE {where} {order}"
         if limit is not None:
-            sql += f" LIMIT {int(limit)}"
+            sql += f" LIMIT {_bounded(int(limit))}"
         if self._unholdable(params.values()):
             return []
         async with self._connect() as conn:
@@ -515,8 +515,8 @@ class SqlAlchemyStorage:
                " AND seq <= :u"
                f" ORDER BY seq {'DESC' if reverse else 'ASC'}")
         if limit is not None:
-            sql += f" LIMIT {max(int(limit), 0)}"
-        params = {"r": record_id, "a": after_seq or 0, "u": 2**62 if until_seq is None else until_seq}
+            sql += f" LIMIT {_bounded(max(int(limit), 0))}"
+        params = {"r": record_id, "a": _bounded(after_seq or 0), "u": 2**62 if until_seq is None else _bounded(until_seq)}
         if self._unholdable((record_id,)):
             return []
         async with self._connect() as conn:
@@ -653,6 +653,12 @@ _INSERT_HISTORY_ARRAYS = text(pgschema.INSERT_HISTORY_ARRAYS)
 _INSERT_AT_HEAD = text(pgschema.INSERT_HISTORY_ARRAYS + pgschema.AT_HEAD)
 _SEARCH_PG = {order: text(sql) for order, sql in pgschema.SEARCH_SQL.items()}
 _UPSERTS: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+def _bounded(number: int) -> int:
+    """``number`` within +-2**62: a seq bound or limit past the database's 64-bit integers means
+    "beyond every row", which 2**62 already does (no seq comes near it)."""
+    return max(-(2**62), min(number, 2**62))
 
 
 class _StaleHead(Exception):
