@@ -115,6 +115,16 @@ def test_newer_schema_is_refused_and_unchanged(postgres, pg_url):
     assert postgres.psql("SELECT string_agg(data || crc, '|') FROM history", db) == before
 
 
+def test_an_unreadable_schema_version_marker_is_refused_not_a_raw_error(postgres, pg_url):
+    db = db_name(pg_url)
+    run(SqlAlchemyStorage(pg_url).open())
+    postgres.psql("UPDATE steerable_meta SET value = 'x2' WHERE key = 'schema_version'", db)
+    with pytest.raises(NotAStoreError) as err:
+        run(SqlAlchemyStorage(pg_url).list_history("c1"))
+    assert "'x2'" in err.value.message and "schema_version" in err.value.hint
+    assert postgres.psql("SELECT value FROM steerable_meta WHERE key = 'schema_version'", db) == "x2"
+
+
 def test_create_false_refuses_an_empty_database_and_create_schema_is_idempotent(postgres, pg_url):
     db = db_name(pg_url)
     with pytest.raises(NotAStoreError, match="no steerable schema"):

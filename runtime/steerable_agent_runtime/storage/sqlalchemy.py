@@ -739,7 +739,13 @@ async def _inspect_postgres(conn: AsyncConnection, where: str) -> str:
     if markers.get("application_id") != str(APPLICATION_ID):
         raise NotAStoreError(f"{where}: {pgschema.META_TABLE} belongs to another application", path=where,
                              hint="use another database (or schema) for the steerable store")
-    version = int(markers.get("schema_version", "0"))
+    try:
+        version = int(markers.get("schema_version", "0"))
+    except ValueError:
+        raise NotAStoreError(f"{where}: {pgschema.META_TABLE}.schema_version is {markers['schema_version']!r}, not"
+                             " a version number; nothing was changed", path=where,
+                             hint=f"restore {pgschema.META_TABLE}.schema_version (this build writes {SCHEMA_VERSION})"
+                             ) from None
     if version > SCHEMA_VERSION:
         raise SchemaTooNewError(f"{where}: schema version {version} was written by a newer build (this build"
                                 f" reads up to {SCHEMA_VERSION}); the database was not modified",
