@@ -93,6 +93,15 @@ def test_empty_transcript_and_missing_chat_are_usage_errors():
     assert not loop.running
 
 
+def test_an_id_no_store_can_hold_is_a_usage_error_before_anything_runs():
+    store = InMemoryStorage()
+    for loop, chat in ((CoreLoop(ScriptedProvider(["x"]), storage=store), "c\ud800"),
+                       (CoreLoop(ScriptedProvider(["x"]), storage=store, record_id="r\udc00"), "c1")):
+        with pytest.raises(UsageError, match="lone surrogate"):
+            loop.run(USER, chat_id=chat)
+        assert not loop.running and loop.provider.requests == []
+
+
 def test_run_works_on_its_own_copy_of_the_callers_messages():
     """A list of messages (the common call) or of dicts: the caller's list is never appended to."""
     for given in ([LLMMessage(role="user", content="hi")], [{"role": "user", "content": "hi"}],

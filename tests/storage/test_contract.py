@@ -212,3 +212,26 @@ def test_history_checkpoint_is_newest_boundary_or_seed(store):
 def test_close_is_idempotent(store):
     run(store.close())
     run(store.close())
+
+
+def test_a_key_holding_a_lone_surrogate_is_found_nowhere_and_refused_for_writes(store):
+    """A lone surrogate is no character (UTF-8, SQLite and PostgreSQL cannot hold it), so no row
+    has such a key: every read answers "nothing there", as for any missing key, and a write is a
+    UsageError that writes nothing; never a raw UnicodeEncodeError from the driver."""
+    from steerable_agent_runtime import UsageError
+
+    key = "a\ud800"
+    run(store.upsert_session(session("s1")))
+    assert run(store.get_session(key)) is None
+    assert run(store.list_sessions(chat_id=key)) == [] and run(store.list_sessions(user_id=key)) == []
+    assert run(store.list_messages(key)) == [] and run(store.list_messages(key, limit=3)) == []
+    assert run(store.get_trace(key)) is None and run(store.list_traces(since=key)) == []
+    assert run(store.list_spans(key)) == [] and run(store.list_events("t", span_id=key)) == []
+    assert run(store.list_history(key)) == [] and run(store.history_checkpoint(key)) is None
+    assert not hasattr(store, "search_sessions") or run(store.search_sessions(key)) == []
+    for write in (lambda: store.append_history(key, [item("x")]), lambda: store.add_span(key, span("p")),
+                  lambda: store.add_event(key, event("e", "p"))):
+        with pytest.raises(UsageError) as caught:
+            run(write())
+        assert caught.value.hint
+    assert run(store.list_sessions()) == [session("s1")] and run(store.list_spans("t")) == []

@@ -204,6 +204,10 @@ class CoreLoop:
     def _check_start(self, chat_id: str) -> None:
         if not isinstance(chat_id, str) or not chat_id:
             raise UsageError("chat_id is required", hint="pass chat_id='...' (the record id defaults to it)")
+        for name, value in (("chat_id", chat_id), ("record_id", self.record_id)):
+            if isinstance(value, str) and has_lone_surrogate(value):  # no store can hold the record
+                raise UsageError(f"{name} {value!r} holds a lone surrogate (not valid Unicode); nothing was written",
+                                 hint="pass ids as valid Unicode text")
         if self._running:
             raise UsageError("a turn is already running on this CoreLoop",
                              hint="wait for its completion event, or cancel() it first")

@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 from ..history import CHECKPOINT_TYPES, read_entry_text
 from ..history_append import (ItemSnapshot, built_snapshot, item_snapshot, loop_item, prepare_append,
                               snapshot_text)
-from ..models import AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan, WireModel
+from ..errors import UsageError
+from ..models import (AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan, WireModel,
+                      has_lone_surrogate)
 
 _time_ns = time.time_ns
 
@@ -95,10 +97,12 @@ class InMemoryStorage:
         return sorted(found, key=lambda t: (t.started_at, t.trace_id))
 
     async def add_span(self, trace_id: str, span: TraceSpan) -> TraceSpan:
+        _refuse_unholdable("spans", trace_id)
         self._spans[span.span_id] = (trace_id, span.to_json())
         return _load(TraceSpan, self._spans[span.span_id][1])
 
     async def add_event(self, trace_id: str, event: TraceEvent) -> TraceEvent:
+        _refuse_unholdable("events", trace_id)
         self._events[event.event_id] = (trace_id, event.to_json())
         return _load(TraceEvent, self._events[event.event_id][1])
 
@@ -114,6 +118,8 @@ class InMemoryStorage:
     # history --------------------------------------------------------------------------
     async def append_history(self, record_id: str, entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         log = self._history.get(record_id)
+        if log is None:  # a new record: its id must be one a persistent store can hold
+            _refuse_unholdable("history", record_id)
         if type(entries) is list and len(entries) == 1:
             # the loop's flush: one item holding an LLMMessage (history_append.loop_item: the same bytes
             # and dict as prepare_append; None when it is any other entry)
@@ -218,6 +224,14 @@ class InMemoryStorage:
 
     async def close(self) -> None:
         """Nothing to release; kept for the uniform protocol."""
+
+
+def _refuse_unholdable(table: str, key: Any) -> None:
+    """UsageError for a key no persistent store can hold (a lone surrogate: SqliteStorage and
+    SqlAlchemyStorage refuse it as well), so the stores agree."""
+    if type(key) is str and has_lone_surrogate(key):
+        raise UsageError(f"{table}: key {key!r} holds a lone UTF-16 surrogate (not a character): no row can hold it;"
+                         " nothing was written", hint="pass ids as valid Unicode text")
 
 
 def _text(stored: str | ItemSnapshot) -> str:

@@ -40,10 +40,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ..errors import DataIntegrityError, DatabaseDamagedError, StoreClosedError
+from ..errors import DataIntegrityError, DatabaseDamagedError, StoreClosedError, UsageError
 from ..history import read_entry_text
 from ..history_append import prepare_append
-from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel
+from ..models import AgentSession, ChatMessage, HarnessTrace, TraceEvent, TraceSpan, WireModel, has_lone_surrogate
 from .access import claim, connect, create_store, transaction
 from .checksum import IDENTITY, current_checker, history_rows, identity_sql, row_crc
 from .dberrors import as_store_error
@@ -127,7 +127,10 @@ class SqliteStorage:
 
     def _read(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._damage_as_error():
-            return self.conn.execute(sql, tuple(params)).fetchall()
+            try:
+                return self.conn.execute(sql, tuple(params)).fetchall()
+            except UnicodeEncodeError:  # a parameter holding a lone surrogate: no row holds one
+                return []
 
     # entity helpers -------------------------------------------------------------------
     def _put(self, table: str, cols: dict[str, Any], data: str) -> None:
@@ -259,7 +262,7 @@ class SqliteStorage:
 
     async def history_checkpoint(self, record_id: str) -> int | None:
         rows = self._read(f"SELECT max(seq) FROM history WHERE record_id = ? AND {CHECKPOINT_WHERE}", (record_id,))
-        return rows[0][0]
+        return rows[0][0] if rows else None  # (none: a record id no row can hold)
 
     # search ---------------------------------------------------------------------------
     async def search_sessions(self, query: str, *, limit: int = 20, order: str = "recent",
@@ -274,6 +277,8 @@ class SqliteStorage:
         chats; each chat's sessions in (created_at, session_id) order. Raises UsageError for
         an empty query, an unknown order or a query FTS5 rejects.
         """
+        if has_lone_surrogate(query):  # no stored text holds one (SQLite would refuse the parameter)
+            return []
         with self._lock, self._damage_as_error():
             _, chats = matching_chats(self.conn, query, limit, fts=self.fts, order=order, candidates=candidates)
             if not chats:
@@ -301,7 +306,13 @@ class _DamageAsError:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
-        if kind is None or not issubclass(kind, sqlite3.Error):
+        if kind is None:
+            return False
+        if issubclass(kind, UnicodeEncodeError):  # SQLite refused a parameter: the transaction rolled back
+            raise UsageError(f"{self.path}: a value to store holds a lone UTF-16 surrogate (not a character):"
+                             " no row can hold it; nothing was written", path=str(self.path),
+                             hint="pass ids and text as valid Unicode") from exc
+        if not issubclass(kind, sqlite3.Error):
             return False
         error = as_store_error(exc, self.path)
         if error is None and issubclass(kind, sqlite3.DatabaseError) and not issubclass(kind, sqlite3.OperationalError):
