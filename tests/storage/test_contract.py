@@ -102,6 +102,15 @@ def test_traces_spans_events(store):
     assert [t.trace_id for t in run(store.list_traces(chat_id="c1"))] == ["t2"]
     assert [t.trace_id for t in run(store.list_traces(since="2026-01-01T00:02:00.000000Z"))] == ["t2"]
     assert [t.trace_id for t in run(store.list_traces(until="2026-01-01T00:02:00.000000Z"))] == ["t1"]
+    # bounds mean instants, also with an offset or no zone (UTC), as the stored times are normalised
+    assert [t.trace_id for t in run(store.list_traces(since="2026-01-01T02:01:30+02:00"))] == ["t2"]
+    assert [t.trace_id for t in run(store.list_traces(until="2025-12-31T19:01:30-05:00"))] == ["t1"]
+    assert [t.trace_id for t in run(store.list_traces(since="2026-01-01T00:00:30"))] == ["t1", "t2"]
+    from steerable_agent_runtime import UsageError
+
+    for bad in ("yesterday", "a\ud800", ""):
+        with pytest.raises(UsageError, match="ISO 8601"):
+            run(store.list_traces(since=bad))
     run(store.add_span("t2", span("sp2", minute=3)))
     run(store.add_span("t2", span("sp1", minute=2)))
     closed = span("sp1", minute=2).model_copy(update={"end_at": "2026-01-01T00:09:00Z"})
@@ -225,7 +234,7 @@ def test_a_key_holding_a_lone_surrogate_is_found_nowhere_and_refused_for_writes(
     assert run(store.get_session(key)) is None
     assert run(store.list_sessions(chat_id=key)) == [] and run(store.list_sessions(user_id=key)) == []
     assert run(store.list_messages(key)) == [] and run(store.list_messages(key, limit=3)) == []
-    assert run(store.get_trace(key)) is None and run(store.list_traces(since=key)) == []
+    assert run(store.get_trace(key)) is None and run(store.list_traces(session_id=key)) == []
     assert run(store.list_spans(key)) == [] and run(store.list_events("t", span_id=key)) == []
     assert run(store.list_history(key)) == [] and run(store.history_checkpoint(key)) is None
     assert not hasattr(store, "search_sessions") or run(store.search_sessions(key)) == []

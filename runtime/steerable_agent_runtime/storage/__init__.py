@@ -63,7 +63,9 @@ class StorageAdapter(Protocol):
         since: str | None = None, until: str | None = None,
     ) -> list[HarnessTrace]:
         """Traces matching every filter (``since`` inclusive, ``until`` exclusive on
-        started_at), ordered by (started_at, trace_id)."""
+        started_at), ordered by (started_at, trace_id). A bound is an ISO 8601 instant (any
+        offset; no zone: UTC), compared as that instant (storage/timebounds.py); anything else
+        raises UsageError."""
         ...
 
     async def add_span(self, trace_id: str, span: TraceSpan) -> TraceSpan:

@@ -17,6 +17,7 @@ from ..history_append import (ItemSnapshot, built_snapshot, item_snapshot, loop_
 from ..errors import UsageError
 from ..models import (AgentSession, ChatMessage, HarnessTrace, LLMMessage, TraceEvent, TraceSpan, WireModel,
                       has_lone_surrogate)
+from .timebounds import time_bound
 
 _time_ns = time.time_ns
 
@@ -90,6 +91,7 @@ class InMemoryStorage:
         self, *, session_id: str | None = None, chat_id: str | None = None,
         since: str | None = None, until: str | None = None,
     ) -> list[HarnessTrace]:
+        since, until = time_bound("since", since), time_bound("until", until)
         found = [_load(HarnessTrace, t) for t in self._traces.values()]
         found = [t for t in found if (session_id is None or t.session_id == session_id)
                  and (chat_id is None or t.chat_id == chat_id)

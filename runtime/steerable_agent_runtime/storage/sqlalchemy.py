@@ -83,6 +83,7 @@ from ..models import (
 from . import pgschema
 from .dberrors import translated
 from .sqla_sqlite import SqliteFile
+from .timebounds import time_bound
 from .access import refuse_newer_schema
 from .schema import (
     APPLICATION_ID,
@@ -410,6 +411,7 @@ class SqlAlchemyStorage:
         since: str | None = None, until: str | None = None,
     ) -> list[HarnessTrace]:
         terms, params = ["1 = 1"], {}
+        since, until = time_bound("since", since), time_bound("until", until)
         for clause, name, value in (("session_id = :sid", "sid", session_id), ("chat_id = :cid", "cid", chat_id),
                                     ("started_at >= :since", "since", since), ("started_at < :until", "until", until)):
             if value is not None:

@@ -50,6 +50,7 @@ from .dberrors import as_store_error
 from .schema import CHECKPOINT_WHERE, SCHEMA_VERSION, has_fts
 from .search import SEARCH_CANDIDATES, matching_chats
 from .sqlite_append import INSERT_PLAIN, plain_rows
+from .timebounds import time_bound
 from .upgrade import UpgradeProgress, upgrade_store
 
 M = TypeVar("M", bound=WireModel)
@@ -205,6 +206,7 @@ class SqliteStorage:
         since: str | None = None, until: str | None = None,
     ) -> list[HarnessTrace]:
         terms, params = ["1"], []
+        since, until = time_bound("since", since), time_bound("until", until)
         for clause, value in (("session_id = ?", session_id), ("chat_id = ?", chat_id),
                               ("started_at >= ?", since), ("started_at < ?", until)):
             if value is not None:
