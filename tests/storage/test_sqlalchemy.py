@@ -445,7 +445,7 @@ def test_a_key_no_row_can_hold_is_found_nowhere_and_refused_for_writes(sqla_stor
         assert run(sqla_store.list_sessions(chat_id=key)) == []
         assert run(sqla_store.list_sessions(user_id=key, active_only=True)) == []
         assert run(sqla_store.list_messages(key)) == [] and run(sqla_store.list_messages(key, limit=3)) == []
-        assert run(sqla_store.get_trace(key)) is None and run(sqla_store.list_traces(since=key)) == []
+        assert run(sqla_store.get_trace(key)) is None and run(sqla_store.list_traces(session_id=key)) == []
         assert run(sqla_store.list_spans(key)) == [] and run(sqla_store.list_events("t", span_id=key)) == []
         assert run(sqla_store.list_history(key)) == [] and run(sqla_store.history_checkpoint(key)) is None
         assert run(sqla_store.search_sessions("\ud800")) == []
