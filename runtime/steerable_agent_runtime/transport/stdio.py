@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii  # what json's own encoder uses for str (ASCII output)
 from typing import Any
 
-from .base import SURROGATE_ESCAPE, SSEEvent, clean_text
+from .base import SSEEvent, clean_text
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -230,9 +230,9 @@ class StdioJsonRpcTransport:
 
         def write(key: str, text: str) -> None:  # _write_line, inlined: this runs once per chunk
             if not self.host_gone:
-                escaped = encode_basestring_ascii(text)
-                if SURROGATE_ESCAPE in escaped:  # a lone surrogate goes out as U+FFFD, as encode writes it
-                    escaped = encode_basestring_ascii(clean_text(text))
+                # a lone surrogate (half an emoji) goes out as U+FFFD, as ``dumps`` writes it; only
+                # non-ASCII text can hold one (isascii reads a flag: no scan)
+                escaped = encode_basestring_ascii(text if text.isascii() else clean_text(text))
                 out.append(heads[key] + escaped.encode() + b"}}\n")
                 if not self._flush_scheduled:
                     self._schedule_flush()
@@ -244,8 +244,9 @@ class StdioJsonRpcTransport:
 
         def many(key: str, texts: list[str]) -> None:
             if not self.host_gone and texts:
-                body = seps[key].join(map(encode_basestring_ascii, texts))
-                if SURROGATE_ESCAPE in body:  # as in write
+                if "".join(texts).isascii():  # (one copy of the texts, not a scan of the lines with their heads)
+                    body = seps[key].join(map(encode_basestring_ascii, texts))
+                else:  # as in write
                     body = seps[key].join([encode_basestring_ascii(clean_text(text)) for text in texts])
                 out.append((str_heads[key] + body + "}}\n").encode())
                 if not self._flush_scheduled:
