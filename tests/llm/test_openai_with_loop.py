@@ -77,3 +77,23 @@ def test_broken_json_arguments_become_a_failed_result_the_model_reads_and_the_lo
     assert result["role"] == "tool" and result["tool_call_id"] == "call_bad1"
     error = json.loads(result["content"])
     assert error["success"] is False and "not a JSON object" in error["error"] and '{"name": "x"' in error["error"]
+
+
+def test_a_reply_that_streamed_nothing_goes_back_as_empty_text_not_null():
+    # The loop keeps a reply that streamed neither text nor a call as an assistant message with
+    # content "" (loop/turn.py). chat/completions takes a null content only beside tool_calls:
+    # OpenAI answers 400 "Invalid value for 'content': expected a string, got null" and Ollama
+    # "invalid message content type: <nil>", so every later request of that chat failed.
+    empty = "".join([gen.chunk({"role": "assistant", "content": ""}), gen.chunk({}, "stop"), "data: [DONE]\n\n"])
+    router, _ = make_router()
+    with ReplayServer([sse(empty), sse(chat_call()), sse(gen.chat_text("Here."))]) as server:
+        provider = OpenAICompatProvider("gpt-4.1-mini", base_url=server.url + "/v1", api_key=KEY)
+        loop = CoreLoop(provider, router)
+        run_loop(loop, USER)
+        events = run_loop(CoreLoop(provider, router), [*loop.transcript, {"role": "user", "content": "hello?"}])
+        second, third = (r.json() for r in server.requests[1:])
+    assert completion(events)["status"] == "completed"
+    assert second["messages"][1] == {"role": "assistant", "content": ""}
+    assert third["messages"][1] == {"role": "assistant", "content": ""}
+    # beside tool calls the content stays null, as OpenAI itself returns it and the SDK sends it
+    assert third["messages"][3]["content"] is None and third["messages"][3]["tool_calls"]

@@ -378,7 +378,10 @@ def to_wire_message(message: LLMMessage, provider: str) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": message.tool_call_id or "",
                 "content": text_of(message.content, provider=provider)}
     if role == "assistant":
-        out: dict[str, Any] = {"role": "assistant", "content": text_of(message.content, provider=provider) or None}
+        # null only beside tool_calls (OpenAI's own form); without them the API refuses a null
+        # content, and the loop keeps a reply that streamed nothing as ""
+        text = text_of(message.content, provider=provider)
+        out: dict[str, Any] = {"role": "assistant", "content": text or (None if message.tool_calls else "")}
         if message.tool_calls:
             # transcript reads ToolCall dicts and OpenAI's own form (and loads pydantic: not at import)
             from .transcript import assistant_tool_calls
