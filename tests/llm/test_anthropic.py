@@ -324,3 +324,33 @@ def test_extra_headers_are_sent_and_cannot_replace_the_key_or_version():
     sent = server.requests[0].headers
     assert sent["anthropic-beta"] == "extended-cache-ttl-2025-04-11"
     assert (sent["anthropic-version"], sent["x-api-key"]) == ("2023-06-01", ANTHROPIC_KEY)
+
+
+def test_blank_text_is_never_sent_as_a_text_block():
+    # The API refuses a text block that is empty ("text content blocks must be non-empty") or
+    # only whitespace ("... must contain non-whitespace text"), anywhere: a reply that streamed
+    # "\n\n" before its call (Claude does; so do models behind other wires), a user turn whose
+    # caption is empty beside its image, a tool result given as an empty text part, a blank
+    # system message. The record replays such a message every turn, so the chat was stuck.
+    call = ToolCall(id="toolu_1", name="get_weather", arguments={"location": "Paris"})
+    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}
+    messages = [LLMMessage(role="system", content="Be terse."), LLMMessage(role="system", content=" \n"),
+                LLMMessage(role="user", content=[{"type": "text", "text": ""}, image]),
+                LLMMessage(role="assistant", content="\n\n", tool_calls=[call.to_wire()]),
+                LLMMessage(role="tool", tool_call_id="toolu_1", content=[{"type": "text", "text": " "}]),
+                LLMMessage(role="assistant", content=[{"type": "text", "text": "Sunny."}, {"type": "text", "text": "\n"}]),
+                LLMMessage(role="user", content="  "), LLMMessage(role="assistant", content="\t"),
+                LLMMessage(role="user", content="And tomorrow?")]
+    body = AnthropicProvider("m", "k").build_body(messages)
+    assert body["system"] == "Be terse."
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                   "data": PNG}}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                           "input": {"location": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Sunny."}]},
+        {"role": "user", "content": "And tomorrow?"},
+    ]
+    blank_only = [LLMMessage(role="system", content=" "), LLMMessage(role="user", content="hi")]
+    assert "system" not in AnthropicProvider("m", "k").build_body(blank_only)

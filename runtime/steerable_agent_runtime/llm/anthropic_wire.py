@@ -2,6 +2,8 @@
 
 The conversion (guaranteed, and asserted against the request the official SDK sends):
 - system messages become the top-level ``system`` string (several are joined by a blank line);
+- no text block is empty or only whitespace (the API refuses both): such text is left out, a
+  turn left with nothing is left out, and a tool result with no text is sent without content;
 - user text stays a string; parts become ``text`` / ``image`` blocks (a data URL becomes a
   ``base64`` source, an http(s) URL a ``url`` source);
 - an assistant message becomes a ``text`` block (when it has text) and one ``tool_use`` block
@@ -51,8 +53,9 @@ def build_body(
     """
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     system = [text_of(m.content, provider=PROVIDER) for m in messages if m.role == "system"]
-    if any(system):
-        body["system"] = "\n\n".join(s for s in system if s)
+    system = [s for s in system if _has_text(s)]
+    if system:
+        body["system"] = "\n\n".join(system)
     body["messages"] = wire_messages([m for m in messages if m.role != "system"], thinking or {})
     converted = [_tool(t) for t in function_tools(tools, provider=PROVIDER)]
     if converted:
@@ -93,7 +96,7 @@ def _turn(message: LLMMessage, thinking: Mapping[str, list[dict[str, Any]]]) -> 
         calls = assistant_tool_calls(message, provider=PROVIDER)
         blocks = [dict(b) for b in thinking.get(calls[0].id, ())] if calls else []
         parts = map(_block, parse_parts(message.content, provider=PROVIDER))
-        blocks += [b for b in parts if b.get("type") != "text" or b["text"]]
+        blocks += [b for b in parts if b["type"] != "text" or _has_text(b["text"])]
         blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in calls]
         return "assistant", blocks or None
     content = _user_content(message)
@@ -102,8 +105,15 @@ def _turn(message: LLMMessage, thinking: Mapping[str, list[dict[str, Any]]]) -> 
 
 def _user_content(message: LLMMessage) -> str | list[dict[str, Any]]:
     if isinstance(message.content, str) or message.content is None:
-        return message.content or ""
-    return [_block(p) for p in parse_parts(message.content, provider=PROVIDER)]
+        text = message.content or ""
+        return text if _has_text(text) else ""
+    blocks = (_block(p) for p in parse_parts(message.content, provider=PROVIDER))
+    return [b for b in blocks if b["type"] != "text" or _has_text(b["text"])]
+
+
+def _has_text(text: str) -> bool:
+    """Whether ``text`` may be a text block: the API refuses an empty or all-whitespace one."""
+    return text != "" and not text.isspace()
 
 
 def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
