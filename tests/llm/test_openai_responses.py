@@ -30,7 +30,7 @@ from tests.replay_server import ReplayServer
 
 DIR = "openai_responses"
 MODEL = "gpt-4.1-mini"
-R_TOOLS = [{"type": "function", **t["function"]} for t in TOOLS]
+R_TOOLS = [{"type": "function", **t["function"], "strict": False} for t in TOOLS]  # the SDK requires strict
 
 
 def ours(server: ReplayServer, **kwargs):
@@ -190,3 +190,17 @@ def test_assistant_calls_in_openai_form_are_read_too():
     body = OpenAIResponsesProvider(MODEL, KEY, base_url="http://127.0.0.1:1/v1").build_body([message])
     assert body["input"] == [{"type": "function_call", "call_id": "call_9", "name": "read_file",
                               "arguments": '{"path": "a"}'}]
+
+
+def test_tools_go_non_strict_unless_the_definition_says_strict():
+    # Responses reads a function tool without `strict` as strict: it normalises the schema
+    # (additionalProperties false, every property required), so an optional argument of a
+    # ToolRouter tool (a default value, `x: int | None = None`) became one the model must always
+    # send. OpenAI-form tools mean what chat/completions makes of them, non-strict unless they say
+    # strict; the SDK's FunctionToolParam has `strict` required for this reason.
+    strict = {"type": "function", "function": {"name": "lookup", "strict": True, "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"], "additionalProperties": False}}}
+    provider = OpenAIResponsesProvider(MODEL, KEY, base_url="http://127.0.0.1:1/v1")
+    tools = provider.build_body([], tools=[*TOOLS, strict])["tools"]
+    assert [(t["name"], t["strict"]) for t in tools] == [("get_weather", False), ("read_file", False),
+                                                          ("lookup", True)]

@@ -14,6 +14,9 @@ OpenAI's side; every request carries the whole transcript as input items: messag
   ``response.incomplete`` -> ``length`` (``content_filter`` when that was the reason).
 - ``response.failed`` and ``error`` events raise the classified LLMError; a stream that ends
   before one of the terminal events is ``LLMError(kind="transport")``.
+- Tools go flat (``{"type": "function", name, description, parameters, strict}``) with
+  ``strict: false`` unless the definition says ``strict``: the API would otherwise make every
+  tool strict, every optional argument one the model must send.
 - With ``keep_reasoning`` on, every request asks for ``include: ["reasoning.encrypted_content"]``
   and an assistant turn this provider returned is sent back with its encrypted reasoning items
   in place before its calls (see :mod:`.openai_reasoning`); off, the body is exactly what it is
@@ -75,7 +78,9 @@ class OpenAIResponsesProvider(BearerEndpoint):
             body["include"] = [INCLUDE]
         defs = function_tools(tools, provider=self.name)
         if defs:
-            body["tools"] = [{"type": "function", **d} for d in defs]
+            # Responses reads a tool without `strict` as strict (every property required, no
+            # optional argument left); an OpenAI-form tool is non-strict unless it says so
+            body["tools"] = [{"type": "function", "strict": False, **d} for d in defs]
             if options.get("tool_choice") is not None:
                 body["tool_choice"] = wire_tool_choice(options["tool_choice"], self.name, nested=False)
         if temperature is not None:
