@@ -316,3 +316,24 @@ def test_a_refusal_streams_as_the_answer_text_as_the_sdk_keeps_it_and_as_respons
             final = stream.get_final_completion()
     assert got.error is None and final.choices[0].message.refusal == "I'm sorry, I can't help with that."
     assert got.text == final.choices[0].message.refusal and got.finish == "stop"
+
+
+@pytest.mark.parametrize("model,field", [
+    ("o4-mini", "max_completion_tokens"), ("o3", "max_completion_tokens"), ("gpt-5.1", "max_completion_tokens"),
+    ("gpt-5-mini-2025-08-07", "max_completion_tokens"), ("gpt-4.1-mini", "max_tokens"),
+    ("qwen2.5:7b", "max_tokens"), ("openai/gpt-5", "max_tokens"),
+])
+def test_max_tokens_is_max_completion_tokens_for_openai_reasoning_models(model, field):
+    # OpenAI's o-series and gpt-5 models refuse max_tokens on chat/completions: 400 "Unsupported
+    # parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens'
+    # instead." A routed name ("openai/gpt-5") goes to a router that takes max_tokens and maps it.
+    with ReplayServer([reply(DIR, "text"), reply(DIR, "text")]) as server:
+        provider = OpenAICompatProvider(model, base_url=server.url + "/v1", api_key=KEY)
+        run(collect_stream(provider, max_tokens=300))
+        with sdk_client(server.url + "/v1").chat.completions.stream(
+                model=model, messages=[{"role": "user", "content": "hi"}],
+                stream_options={"include_usage": True}, **{field: 300}) as stream:
+            stream.until_done()
+        mine, theirs = server.requests
+    assert mine.json() == theirs.json()
+    assert mine.json()[field] == 300 and len({"max_tokens", "max_completion_tokens"} & set(mine.json())) == 1

@@ -17,6 +17,8 @@ Guarantees, on top of :class:`~.types.LLMProvider`'s:
 - Finish reasons: ``stop | length | tool_calls | content_filter``; ``tool_calls`` whenever
   calls were assembled (some servers say ``stop``), ``function_call`` -> ``tool_calls``,
   anything else -> ``stop``.
+- Option ``max_tokens`` is sent as ``max_tokens``, or as ``max_completion_tokens`` for a bare
+  OpenAI o-series / gpt-5 / codex model name (those models refuse ``max_tokens``).
 - Option ``text_sink``: a callable that takes the text of each chunk read through the
   stream's template (text and nothing else: the hot path, see ``openai_compat_template``)
   instead of that chunk being yielded; it is called in the chunks' order, and every other
@@ -36,6 +38,7 @@ Raises ProviderConfigError (no model, a base URL that is not http(s)), ToolDefin
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
@@ -55,6 +58,9 @@ if TYPE_CHECKING:
 #: templates a stream may try to learn freely; after that, one more only once the last read this many chunks
 LEARN_FREELY = 3
 RELEARN_AFTER = 32
+
+#: OpenAI's o-series and gpt-5 models (the bare names OpenAI and Azure take) refuse ``max_tokens``
+_COMPLETION_TOKENS_MODEL = re.compile(r"(o\d|gpt-5|codex-)", re.IGNORECASE)
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
                                     "function_call": "tool_calls", "content_filter": "content_filter"}
@@ -108,6 +114,10 @@ class OpenAICompatProvider(BearerEndpoint):
     def __init__(self, model: str, base_url: str, api_key: str | None = None, *,
                  client: Any = None, timeout: Any = None, extra_headers: dict[str, str] | None = None) -> None:
         self._setup(model, base_url, api_key, client, timeout, extra_headers)
+        # o-series and gpt-5 answer max_tokens with 400 "Use 'max_completion_tokens' instead"; a
+        # routed name ("openai/gpt-5") goes to a router that takes max_tokens, as other servers do
+        self.max_tokens_field = ("max_completion_tokens" if _COMPLETION_TOKENS_MODEL.match(self.model)
+                                 else "max_tokens")
 
     def build_body(self, messages: Sequence[LLMMessage], *, tools: Iterable[dict[str, Any]] | None = None,
                    temperature: float | None = None, **options: Any) -> dict[str, Any]:
@@ -122,7 +132,7 @@ class OpenAICompatProvider(BearerEndpoint):
         if temperature is not None:
             body["temperature"] = temperature
         if options.get("max_tokens") is not None:
-            body["max_tokens"] = int(options["max_tokens"])
+            body[self.max_tokens_field] = int(options["max_tokens"])
         return body
 
     async def stream(self, messages: Sequence[LLMMessage], *, tools: Iterable[dict[str, Any]] | None = None,
