@@ -314,3 +314,36 @@ def test_empty_text_is_not_sent_as_a_part_and_an_empty_turn_is_left_out():
                 LLMMessage(role="user", content=[{"type": "text", "text": ""}, {"type": "text", "text": "again"}])]
     body = GoogleGenAIProvider("gemini-2.5-flash", "k").build_body(messages)
     assert body["contents"] == [{"role": "user", "parts": [{"text": "hi"}, {"text": "again"}]}]
+
+
+def test_gemini_3_calls_of_the_current_turn_without_a_kept_signature_get_the_documented_skip():
+    # Gemini 3 validates the thought signatures of the current turn's calls (every step since the
+    # last user text) and answers 400 "Function call is missing a thought_signature" when the
+    # first call of a step has none. A turn resumed from the record after a crash (loop.resume),
+    # or a transcript handed over from another provider, has none: Google documents the value
+    # "skip_thought_signature_validator" for exactly that. Earlier turns are not validated, and
+    # a signature this provider kept is sent as before.
+    def calls(*names):
+        return [{"id": f"c_{n}", "name": "get_weather", "arguments": {"location": n}} for n in names]
+
+    messages = [LLMMessage(role="user", content="Paris?"),
+                LLMMessage(role="assistant", tool_calls=calls("Paris")),
+                LLMMessage(role="tool", tool_call_id="c_Paris", content="18 C"),
+                LLMMessage(role="assistant", content="18 C."),
+                LLMMessage(role="user", content="Zürich and Bern?"),
+                LLMMessage(role="assistant", content="Both.", tool_calls=calls("Zürich", "Bern")),
+                LLMMessage(role="tool", tool_call_id="c_Zürich", content="9 C"),
+                LLMMessage(role="tool", tool_call_id="c_Bern", content="8 C"),
+                LLMMessage(role="assistant", tool_calls=calls("Basel"))]
+
+    def signatures(model, kept=None):
+        gemini = GoogleGenAIProvider(model, "k")
+        gemini._signatures.update(kept or {})
+        steps = [c["parts"] for c in gemini.build_body(messages)["contents"] if c["role"] == "model"]
+        return [[p.get("thoughtSignature") for p in parts if "functionCall" in p] for parts in steps]
+
+    skip = "skip_thought_signature_validator"
+    assert signatures("gemini-3-pro-preview") == [[None], [], [skip, None], [skip]]
+    assert signatures("models/gemini-3.1-flash") == [[None], [], [skip, None], [skip]]
+    assert signatures("gemini-3-pro-preview", {"c_Zürich": "real"}) == [[None], [], ["real", None], [skip]]
+    assert signatures("gemini-2.5-flash") == [[None], [], [None, None], [None]]

@@ -6,7 +6,11 @@ the stream read by :mod:`.gemini_stream`.
 
 Thought signatures: Gemini 3 refuses a transcript whose function calls lost the signature it
 sent with them. The provider keeps the signatures of the calls it returned (the last 4,096,
-in memory) and sends each back with its call; a transcript from elsewhere is sent without.
+in memory) and sends each back with its call. For a Gemini 3 or later model (``gemini-<major>``
+with major >= 3), a step of the current turn with no kept signature (a turn resumed from the
+record in a new process, calls from another provider) gets Google's documented
+``skip_thought_signature_validator`` on its first call; earlier turns are not validated and go
+without, as every turn does for older models.
 
 Options besides the protocol's: ``thinking_budget`` (``thinkingConfig`` with that budget and
 thoughts streamed as reasoning).
@@ -40,6 +44,7 @@ if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 MAX_SIGNATURES = 4096
 _DELAY = re.compile(r"([0-9]+(?:\.[0-9]+)?)s")
+_MAJOR = re.compile(r"gemini-([0-9]+)")
 
 
 class GoogleGenAIProvider(CompleteMixin):
@@ -72,6 +77,8 @@ class GoogleGenAIProvider(CompleteMixin):
         self._clients = ClientCache(client, timeout)
         self._extra_headers = dict(extra_headers or {})
         self._signatures: OrderedDict[str, str] = OrderedDict()
+        major = _MAJOR.match(self.model)
+        self.validates_signatures = major is not None and int(major.group(1)) >= 3
 
     def __repr__(self) -> str:
         return f"GoogleGenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
@@ -99,7 +106,8 @@ class GoogleGenAIProvider(CompleteMixin):
         """The wire body ``stream`` would send."""
         return build_body(messages, tools=tools, temperature=temperature, max_tokens=options.get("max_tokens"),
                           tool_choice=options.get("tool_choice"), signatures=self._signatures,
-                          thinking_budget=options.get("thinking_budget"))
+                          thinking_budget=options.get("thinking_budget"),
+                          sign_current_turn=self.validates_signatures)
 
     async def stream(
         self,

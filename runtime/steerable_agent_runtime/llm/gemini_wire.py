@@ -10,6 +10,10 @@ The conversion (guaranteed, and asserted against the request the google-genai SD
   ``user`` content; its name is the message's ``name`` or, failing that, the name of the call
   with its ``tool_call_id`` earlier in the transcript; consecutive contents of one role are
   merged, so parallel calls' responses travel in one turn as the API requires;
+- with ``sign_current_turn`` (Gemini 3 and later), a step of the current turn (every model
+  content after the last user content that holds no function response) whose calls carry no
+  kept signature gets :data:`SKIP_SIGNATURE` on its first call, as Google documents for a
+  transcript that lost its signatures (a turn resumed from the record, another model's calls);
 - tools become one ``{"functionDeclarations": [...]}`` entry with ``parametersJsonSchema``
   (full JSON Schema, as pydantic writes it); tool_choice maps to ``toolConfig`` modes
   AUTO / ANY / NONE (a named function: ANY with ``allowedFunctionNames``);
@@ -34,6 +38,10 @@ if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
 
 PROVIDER = "gemini"
 
+#: Google's documented stand-in for a thought signature a transcript does not have: Gemini 3
+#: answers a current-turn step without one with 400 "Function call is missing a thought_signature"
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
 
 def build_body(
     messages: Sequence[LLMMessage],
@@ -44,12 +52,16 @@ def build_body(
     tool_choice: Any = None,
     signatures: Mapping[str, str] | None = None,
     thinking_budget: int | None = None,
+    sign_current_turn: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of ``POST .../models/{model}:streamGenerateContent?alt=sse``.
 
-    ``thinking_budget`` sets ``thinkingConfig`` (that budget, thoughts included in the stream).
+    ``thinking_budget`` sets ``thinkingConfig`` (that budget, thoughts included in the stream);
+    ``sign_current_turn`` marks the current turn's unsigned steps (see the module docstring).
     """
     body: dict[str, Any] = {"contents": wire_contents(messages, signatures or {})}
+    if sign_current_turn:
+        _sign_current_turn(body["contents"])
     system = [text_of(m.content, provider=PROVIDER) for m in messages if m.role == "system"]
     if any(system):
         body["systemInstruction"] = {"parts": [{"text": "\n\n".join(s for s in system if s)}], "role": "user"}
@@ -98,6 +110,19 @@ def _parts(message: LLMMessage, names: Mapping[str, str], signatures: Mapping[st
             part["thoughtSignature"] = signatures[call.id]
         parts.append(part)
     return parts
+
+
+def _sign_current_turn(contents: list[dict[str, Any]]) -> None:
+    """Put SKIP_SIGNATURE on the first call of each unsigned step since the user last spoke."""
+    for content in reversed(contents):
+        parts = content["parts"]
+        if content["role"] == "user":
+            if not any("functionResponse" in p for p in parts):
+                return  # the user's own words: the turn began after them
+            continue
+        calls = [p for p in parts if "functionCall" in p]
+        if calls and not any("thoughtSignature" in p for p in calls):
+            calls[0]["thoughtSignature"] = SKIP_SIGNATURE
 
 
 def _result_name(message: LLMMessage, names: Mapping[str, str]) -> str:
