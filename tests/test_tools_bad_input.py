@@ -220,3 +220,22 @@ def test_a_hint_that_does_not_resolve_is_a_usage_error():
     exec("async def odd(q: 'NoSuchType') -> int:\n    return 1", namespace)
     with pytest.raises(UsageError, match="odd"):
         ToolRouter().register(namespace["odd"])
+
+
+@pytest.mark.parametrize("exc", [StopIteration, StopIteration("done")], ids=["class", "instance"])
+def test_a_plain_handler_raising_stop_iteration_is_a_failed_result_not_a_hang(exc):
+    # next() on an empty iterator in a plain function: asyncio cannot carry a StopIteration out
+    # of the worker thread's future, so the await never ended (the loop said "timed out" 300 s on)
+    def first(items: list[int]) -> int:
+        if not items:
+            raise exc
+        return items[0]
+
+    router = _router(first)
+
+    async def main():
+        return await asyncio.wait_for(router.dispatch(ToolCall(id="c1", name="first", arguments={"items": []})), 10)
+
+    result = run(main())
+    assert result.success is False and "StopIteration" in result.error
+    assert _dispatch(router, "first", {"items": [3]}).data == 3

@@ -8,7 +8,8 @@ Guarantees of :meth:`ToolRouter.dispatch` (RUNTIME.md, "Tools"):
   failed result naming the argument, and the handler is not called; a handler exception is a
   failed result with its type and message (cut at MAX_ERROR_CHARS; also SystemExit,
   GeneratorExit and a CancelledError the handler raised itself: only KeyboardInterrupt and a real
-  cancel of the calling task propagate); a returned ToolResult is kept, a dict is kept as
+  cancel of the calling task propagate; a StopIteration is the RuntimeError Python makes of it in
+  a coroutine, also from a plain function); a returned ToolResult is kept, a dict is kept as
   ``data``, a pydantic model or a dataclass is dumped, anything else becomes ``data``; data that
   is not JSON (NaN and infinities included) is a failed result.
 """
@@ -29,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .errors import SteerableError, ToolDefinitionError, UsageError
 from .models import ToolCall, has_lone_surrogate
 from .tooldefs import TOOL_NAME, argument_model, check_definition, check_description, check_name, parameters_schema
-from .tooloutcome import MAX_ERROR_CHARS, handler_failed, json_data, tool_failure
+from .tooloutcome import MAX_ERROR_CHARS, exception_text, handler_failed, json_data, tool_failure
 
 ToolMode = Literal["read", "safe_write", "destructive", "local", "external"]
 TOOL_MODES: tuple[str, ...] = ("read", "safe_write", "destructive", "local", "external")
@@ -290,10 +291,23 @@ def _problem(err: Any) -> str:
 async def _invoke(handler: Handler, arguments: dict[str, Any]) -> Any:
     if inspect.iscoroutinefunction(handler):
         return await handler(**arguments)
-    value = await asyncio.to_thread(handler, **arguments)
+    value = await asyncio.to_thread(_call_plain, handler, arguments)
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+def _call_plain(handler: Handler, arguments: dict[str, Any]) -> Any:
+    """Call a plain handler (in the worker thread), a StopIteration it raises made a RuntimeError.
+
+    asyncio refuses to set a StopIteration on the future that carries the thread's outcome back
+    (it would end a generator-based coroutine), so the await would never finish; Python does the
+    same conversion for a coroutine (PEP 479).
+    """
+    try:
+        return handler(**arguments)
+    except StopIteration as exc:
+        raise RuntimeError(f"handler raised {exception_text(exc)}") from exc
 
 
 def _as_result(name: str, value: Any) -> ToolResult:
