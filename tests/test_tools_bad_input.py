@@ -14,7 +14,7 @@ import json
 from typing import Literal, Optional, Union
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, field_serializer
 from steerable_agent_runtime.errors import UsageError
 from steerable_agent_runtime.tools import MAX_ERROR_CHARS, ToolCall, ToolRouter
 
@@ -239,3 +239,26 @@ def test_a_plain_handler_raising_stop_iteration_is_a_failed_result_not_a_hang(ex
     result = run(main())
     assert result.success is False and "StopIteration" in result.error
     assert _dispatch(router, "first", {"items": [3]}).data == 3
+
+
+class _AnyBox(BaseModel):
+    x: object
+
+
+class _BadSerializer(BaseModel):
+    x: int = 1
+
+    @field_serializer("x")
+    def _ser(self, value: int) -> int:
+        raise ValueError("serializer broke")
+
+
+@pytest.mark.parametrize("value", [_AnyBox(x=object()), _AnyBox(x=b"\xff"), _BadSerializer()],
+                         ids=["unknown-type", "undecodable-bytes", "serializer-raises"])
+def test_a_pydantic_model_that_cannot_be_dumped_is_a_failed_result(value):
+    async def odd() -> object:
+        return value
+
+    result = _dispatch(_router(odd), "odd")
+    assert result.success is False and "not JSON-serialisable" in result.error
+    json.loads(result.to_content())

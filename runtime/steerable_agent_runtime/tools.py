@@ -11,7 +11,8 @@ Guarantees of :meth:`ToolRouter.dispatch` (RUNTIME.md, "Tools"):
   cancel of the calling task propagate; a StopIteration is the RuntimeError Python makes of it in
   a coroutine, also from a plain function); a returned ToolResult is kept, a dict is kept as
   ``data``, a pydantic model or a dataclass is dumped, anything else becomes ``data``; data that
-  is not JSON (NaN and infinities included) is a failed result.
+  is not JSON (NaN and infinities included, a model or dataclass that cannot be dumped) is a
+  failed result.
 """
 
 from __future__ import annotations
@@ -314,7 +315,10 @@ def _as_result(name: str, value: Any) -> ToolResult:
     if isinstance(value, ToolResult):
         result = value
     elif isinstance(value, BaseModel):
-        result = ToolResult(success=True, data=value.model_dump(mode="json", by_alias=True))
+        try:
+            result = ToolResult(success=True, data=value.model_dump(mode="json", by_alias=True))
+        except Exception as exc:  # noqa: BLE001 - a field pydantic cannot encode, a serializer that raises
+            return ToolResult.failed(f"tool {name!r} returned data that is not JSON-serialisable: {exception_text(exc)}")
     else:
         result = ToolResult(success=True, data=value)
     data, why = json_data(result.data)
