@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import enum
 import functools
 import json
@@ -16,7 +17,7 @@ from typing import Literal, Optional, Union
 import pytest
 from pydantic import BaseModel, field_serializer
 from steerable_agent_runtime.errors import UsageError
-from steerable_agent_runtime.tools import MAX_ERROR_CHARS, ToolCall, ToolRouter
+from steerable_agent_runtime.tools import MAX_ERROR_CHARS, ToolCall, ToolResult, ToolRouter
 
 from tests.helpers import run
 
@@ -262,3 +263,38 @@ def test_a_pydantic_model_that_cannot_be_dumped_is_a_failed_result(value):
     result = _dispatch(_router(odd), "odd")
     assert result.success is False and "not JSON-serialisable" in result.error
     json.loads(result.to_content())
+
+
+def test_models_and_dataclasses_inside_a_list_or_dict_are_dumped_like_one_returned_alone():
+    # a search tool returning [Hit(...), ...] or {"hits": [...]}: each dumped as a bare one is
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        when: datetime.date
+
+    class Hit(BaseModel):
+        path: str
+        at: Point
+
+    hit = Hit(path="a", at=Point(1, datetime.date(2026, 1, 2)))
+    dumped = {"path": "a", "at": {"x": 1, "when": "2026-01-02"}}
+
+    async def search(shape: str) -> object:
+        return {"list": [hit, hit], "dict": {"hits": [hit], "n": 1}, "point": [Point(2, datetime.date(2026, 1, 3))],
+                "result": ToolResult(success=True, data=[hit])}[shape]
+
+    router = _router(search)
+    assert _dispatch(router, "search", {"shape": "list"}).data == [dumped, dumped]
+    assert _dispatch(router, "search", {"shape": "dict"}).data == {"hits": [dumped], "n": 1}
+    assert _dispatch(router, "search", {"shape": "point"}).data == [{"x": 2, "when": "2026-01-03"}]
+    assert _dispatch(router, "search", {"shape": "result"}).data == [dumped]
+
+
+@pytest.mark.parametrize("value", [[{1, 2}], {"a": [object()]}, [_AnyBox(x=object())], {"d": datetime.date(2026, 1, 1)}],
+                         ids=["set-inside", "object-inside", "undumpable-model-inside", "bare-date-inside"])
+def test_what_is_not_json_inside_a_list_or_dict_is_still_a_failed_result(value):
+    async def odd() -> object:
+        return value
+
+    result = _dispatch(_router(odd), "odd")
+    assert result.success is False and "not JSON-serialisable" in result.error

@@ -9,7 +9,8 @@ Guarantees (RUNTIME.md "Tools", docs/loop.md "Tools"):
   while the running task is being cancelled (a real cancel, a timeout); a CancelledError the
   handler raised itself, SystemExit (a wrapped CLI's ``sys.exit``) and GeneratorExit are failures;
 - :func:`json_data` gives the data the model reads or the reason it cannot: pydantic models and
-  dataclasses are dumped; NaN and infinities are refused (they are not JSON).
+  dataclasses are dumped, also inside lists and dicts; NaN and infinities are refused (they are not
+  JSON). Data that is JSON as it stands is returned as it is, with no second pass.
 """
 
 from __future__ import annotations
@@ -73,6 +74,23 @@ def json_data(value: Any) -> tuple[Any, str | None]:
             return None, _describe(exc)
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
+    except TypeError:  # perhaps models or dataclasses in a list or dict: dumped as a bare one is
+        try:
+            return json.loads(json.dumps(value, allow_nan=False, default=_dump)), None
+        except Exception as exc:  # noqa: BLE001 - a dump that fails means "not JSON" too
+            return None, _describe(exc)
+    except (ValueError, RecursionError) as exc:
         return None, _describe(exc)
     return value, None
+
+
+def _dump(value: Any) -> Any:
+    """``json.dumps``'s ``default``: a pydantic model or a dataclass dumped, anything else refused."""
+    from pydantic import BaseModel
+    from pydantic_core import to_jsonable_python
+
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable_python(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

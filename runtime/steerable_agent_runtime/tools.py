@@ -10,7 +10,7 @@ Guarantees of :meth:`ToolRouter.dispatch` (RUNTIME.md, "Tools"):
   GeneratorExit and a CancelledError the handler raised itself: only KeyboardInterrupt and a real
   cancel of the calling task propagate; a StopIteration is the RuntimeError Python makes of it in
   a coroutine, also from a plain function); a returned ToolResult is kept, a dict is kept as
-  ``data``, a pydantic model or a dataclass is dumped, anything else becomes ``data``; data that
+  ``data``, a pydantic model or a dataclass is dumped (also inside lists and dicts), anything else becomes ``data``; data that
   is not JSON (NaN and infinities included, a model or dataclass that cannot be dumped) is a
   failed result.
 """
