@@ -298,3 +298,23 @@ def test_what_is_not_json_inside_a_list_or_dict_is_still_a_failed_result(value):
 
     result = _dispatch(_router(odd), "odd")
     assert result.success is False and "not JSON-serialisable" in result.error
+
+
+def test_positional_only_parameters_are_passed_by_position():
+    # the schema names them like any other parameter; calling the handler with them as keywords
+    # was a TypeError on every call
+    async def span(start: int, stop: int = 10, /, step: int = 1, *, label: str = "") -> list:
+        return [start, stop, step, label]
+
+    def plain(path: str, /, context) -> list:
+        return [path, context]
+
+    router = ToolRouter()
+    router.register(span)
+    router.register(plain)
+    assert router.describe()[0]["function"]["parameters"]["required"] == ["start"]
+    assert _dispatch(router, "span", {"start": 1}).data == [1, 10, 1, ""]
+    assert _dispatch(router, "span", {"start": 1, "stop": 5, "step": 2, "label": "x"}).data == [1, 5, 2, "x"]
+    assert run(router.dispatch(ToolCall(id="c1", name="plain", arguments={"path": "a"}), context="CTX")).data == \
+        ["a", "CTX"]
+    assert span.__name__ == "span" and router.get("span").handler is span

@@ -111,10 +111,15 @@ class ToolSpec:
     arguments_model: type[BaseModel]
     takes_context: bool
     parameters: dict[str, Any] = field(default_factory=dict)
+    call: Handler | None = None
+    """What dispatch calls with every argument by keyword: the handler itself, or (when it has
+    positional-only parameters) an adapter passing those by position."""
 
     def __post_init__(self) -> None:
         if not self.parameters:
             self.parameters = _schema(self)
+        if self.call is None:
+            self.call = self.handler
 
     def describe(self) -> dict[str, Any]:
         """The tool in OpenAI function form (a fresh copy; the schema is built once)."""
@@ -142,29 +147,34 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
     letter or ``_`` (a lambda needs ``name=``), a description that is not text or holds a lone
     surrogate, a default that is not JSON, a type with no JSON schema. ``Field(...)`` metadata
     in ``Annotated`` hints is kept (descriptions, bounds). A ``functools.partial`` or a callable
-    object registers from its signature.
+    object registers from its signature. Positional-only parameters are fields like the others;
+    dispatch passes them by position.
     """
     tool_name = check_name(name if name is not None else getattr(fn, "__name__", None))
     if mode not in TOOL_MODES:
         raise UsageError(f"tool {tool_name!r}: unknown mode {mode!r}", hint=f"use one of {', '.join(TOOL_MODES)}")
     doc = check_description(tool_name, description if description is not None else inspect.getdoc(fn) or "")
-    fields, takes_context = _fields(fn, tool_name)
+    fields, takes_context, positional = _fields(fn, tool_name)
     model = argument_model(tool_name, fields)
     for dropped in [n for n in fields if n not in model.model_fields or hasattr(BaseModel, n)]:
         raise UsageError(f"tool {tool_name!r}: parameter {dropped!r} cannot be a schema field",
                          hint="rename it (no leading underscore, no 'model_' prefix)")
     spec = ToolSpec(tool_name, doc, mode, fn, model, takes_context,  # type: ignore[arg-type]
-                    parameters=parameters_schema(tool_name, model, fields))
+                    parameters=parameters_schema(tool_name, model, fields),
+                    call=_by_position(fn, positional) if positional else fn)
     check_definition(tool_name, spec.describe()["function"])
     return spec
 
 
-def _fields(fn: Handler, tool_name: str) -> tuple[dict[str, Any], bool]:
-    """The schema fields of ``fn``'s parameters (name -> (hint, default)), and whether it takes ``context``."""
+def _fields(fn: Handler, tool_name: str) -> tuple[dict[str, Any], bool, tuple[str, ...]]:
+    """The schema fields of ``fn``'s parameters (name -> (hint, default)), whether it takes
+    ``context``, and the names of its positional-only parameters (in order)."""
     hints = _hints(fn, tool_name)
     fields: dict[str, Any] = {}
     takes_context = False
-    for param in inspect.signature(fn).parameters.values():
+    parameters = inspect.signature(fn).parameters.values()
+    positional = tuple(p.name for p in parameters if p.kind is p.POSITIONAL_ONLY)
+    for param in parameters:
         if param.name == CONTEXT_PARAMETER:
             takes_context = True
             continue
@@ -175,7 +185,21 @@ def _fields(fn: Handler, tool_name: str) -> tuple[dict[str, Any], bool]:
             raise UsageError(f"tool {tool_name!r}: parameter {param.name!r} has no type hint",
                              hint="annotate it (the JSON schema is built from the type hints)")
         fields[param.name] = (hints[param.name], ... if param.default is param.empty else param.default)
-    return fields, takes_context
+    return fields, takes_context, positional
+
+
+def _by_position(fn: Handler, names: tuple[str, ...]) -> Handler:
+    """``fn`` called with every argument by keyword, those in ``names`` (its positional-only
+    parameters, in order) passed by position; async when ``fn`` is, so dispatch runs it alike.
+    Built at registration: a handler without positional-only parameters is called directly."""
+    if inspect.iscoroutinefunction(fn):
+        async def call_async(**arguments: Any) -> Any:
+            return await fn(*[arguments.pop(name) for name in names], **arguments)
+        return call_async
+
+    def call(**arguments: Any) -> Any:
+        return fn(*[arguments.pop(name) for name in names], **arguments)
+    return call
 
 
 def _hints(fn: Handler, tool_name: str) -> dict[str, Any]:
@@ -249,7 +273,7 @@ class ToolRouter:
         if spec.takes_context:
             arguments[CONTEXT_PARAMETER] = context
         try:
-            value = await _invoke(spec.handler, arguments)
+            value = await _invoke(spec.call, arguments)  # type: ignore[arg-type]
         except BaseException as exc:  # noqa: BLE001 - a handler's failure is the model's to read, not the loop's
             if not handler_failed(exc):
                 raise
