@@ -12,6 +12,7 @@ import datetime
 import enum
 import functools
 import json
+import sqlite3
 from typing import Literal, Optional, Union
 
 import pytest
@@ -318,3 +319,26 @@ def test_positional_only_parameters_are_passed_by_position():
     assert run(router.dispatch(ToolCall(id="c1", name="plain", arguments={"path": "a"}), context="CTX")).data == \
         ["a", "CTX"]
     assert span.__name__ == "span" and router.get("span").handler is span
+
+
+def test_arguments_a_partial_binds_by_keyword_are_not_the_models():
+    # functools.partial(search, api_key=KEY) is how a host injects a secret or a dependency: the
+    # bound value was put in the schema as a default (sent to the provider in every request), the
+    # model could override it, and a bound object that is not JSON refused the registration
+    async def search(query: str, api_key: str, limit: int = 5) -> list:
+        return [query, api_key[:3], limit]
+
+    def run_sql(sql: str, conn: sqlite3.Connection) -> list:
+        return [list(row) for row in conn.execute(sql).fetchall()]
+
+    router = ToolRouter()
+    router.register(functools.partial(functools.partial(search, limit=2), api_key="sk-secret"), name="search")
+    router.register(functools.partial(run_sql, conn=sqlite3.connect(":memory:", check_same_thread=False)),
+                    name="run_sql", description="Run SQL")
+    described = json.dumps(router.describe())
+    assert "sk-secret" not in described and "api_key" not in described and "conn" not in described
+    assert router.describe()[0]["function"]["parameters"]["properties"].keys() == {"query"}
+    assert _dispatch(router, "search", {"query": "q"}).data == ["q", "sk-", 2]
+    overridden = _dispatch(router, "search", {"query": "q", "api_key": "mine"})
+    assert overridden.success is False and "api_key" in overridden.error
+    assert _dispatch(router, "run_sql", {"sql": "select 1"}).data == [[1]]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import difflib
+import functools
 import inspect
 import json
 from collections.abc import Callable
@@ -147,8 +148,9 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
     letter or ``_`` (a lambda needs ``name=``), a description that is not text or holds a lone
     surrogate, a default that is not JSON, a type with no JSON schema. ``Field(...)`` metadata
     in ``Annotated`` hints is kept (descriptions, bounds). A ``functools.partial`` or a callable
-    object registers from its signature. Positional-only parameters are fields like the others;
-    dispatch passes them by position.
+    object registers from its signature; the arguments a partial binds by keyword are not fields
+    (they stay the host's: not in the schema, not settable by the model). Positional-only
+    parameters are fields like the others; dispatch passes them by position.
     """
     tool_name = check_name(name if name is not None else getattr(fn, "__name__", None))
     if mode not in TOOL_MODES:
@@ -174,7 +176,12 @@ def _fields(fn: Handler, tool_name: str) -> tuple[dict[str, Any], bool, tuple[st
     takes_context = False
     parameters = inspect.signature(fn).parameters.values()
     positional = tuple(p.name for p in parameters if p.kind is p.POSITIONAL_ONLY)
+    # What a partial binds by keyword is the host's (a key, a connection), not the model's: the
+    # signature shows it as a default, which would put it in every request and let the model override it.
+    bound = fn.keywords if isinstance(fn, functools.partial) else {}
     for param in parameters:
+        if param.name in bound:
+            continue
         if param.name == CONTEXT_PARAMETER:
             takes_context = True
             continue
