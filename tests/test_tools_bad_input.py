@@ -342,3 +342,37 @@ def test_arguments_a_partial_binds_by_keyword_are_not_the_models():
     overridden = _dispatch(router, "search", {"query": "q", "api_key": "mine"})
     assert overridden.success is False and "api_key" in overridden.error
     assert _dispatch(router, "run_sql", {"sql": "select 1"}).data == [[1]]
+
+
+_TYPE_CHECKING_ONLY = '''
+from __future__ import annotations
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from decimal import Decimal
+    from steerable_agent_runtime.loop import LoopContext
+
+async def with_context(path: str, context: LoopContext) -> dict:
+    return {"path": path, "context": context}
+
+async def with_return(path: str) -> Decimal:
+    return path
+
+async def with_param(path: Decimal) -> str:
+    return path
+'''
+
+
+def test_only_the_schema_parameters_hints_must_resolve():
+    # from __future__ import annotations and a type imported under TYPE_CHECKING: the context
+    # parameter's hint and the return type are in no schema, yet they refused the registration
+    namespace: dict = {}
+    exec(_TYPE_CHECKING_ONLY, namespace)
+    router = ToolRouter()
+    router.register(namespace["with_context"])
+    router.register(namespace["with_return"])
+    assert [d["function"]["parameters"]["required"] for d in router.describe()] == [["path"], ["path"]]
+    assert run(router.dispatch(ToolCall(id="c1", name="with_context", arguments={"path": "a"}), context="CTX")).data \
+        == {"path": "a", "context": "CTX"}
+    assert _dispatch(router, "with_return", {"path": "b"}).data == "b"
+    with pytest.raises(UsageError, match="parameter 'path'.*Decimal"):
+        router.register(namespace["with_param"])

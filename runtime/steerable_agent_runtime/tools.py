@@ -23,6 +23,7 @@ import difflib
 import functools
 import inspect
 import json
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
@@ -171,7 +172,6 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
 def _fields(fn: Handler, tool_name: str) -> tuple[dict[str, Any], bool, tuple[str, ...]]:
     """The schema fields of ``fn``'s parameters (name -> (hint, default)), whether it takes
     ``context``, and the names of its positional-only parameters (in order)."""
-    hints = _hints(fn, tool_name)
     fields: dict[str, Any] = {}
     takes_context = False
     parameters = inspect.signature(fn).parameters.values()
@@ -179,6 +179,7 @@ def _fields(fn: Handler, tool_name: str) -> tuple[dict[str, Any], bool, tuple[st
     # What a partial binds by keyword is the host's (a key, a connection), not the model's: the
     # signature shows it as a default, which would put it in every request and let the model override it.
     bound = fn.keywords if isinstance(fn, functools.partial) else {}
+    hints = _hints(fn, tool_name, [p.name for p in parameters if p.name not in bound and p.name != CONTEXT_PARAMETER])
     for param in parameters:
         if param.name in bound:
             continue
@@ -209,17 +210,43 @@ def _by_position(fn: Handler, names: tuple[str, ...]) -> Handler:
     return call
 
 
-def _hints(fn: Handler, tool_name: str) -> dict[str, Any]:
-    """The resolved type hints of ``fn``'s parameters (from its signature for a partial or an object)."""
+def _hints(fn: Handler, tool_name: str, names: list[str]) -> dict[str, Any]:
+    """The resolved type hints of ``fn``'s parameters (from its signature for a partial or an object).
+
+    Only the hints of ``names`` (the schema's parameters) must resolve: a return type or a
+    ``context`` hint imported under ``TYPE_CHECKING`` is in no schema. UsageError names the
+    parameter whose hint does not resolve.
+    """
     try:
         try:
             return get_type_hints(fn, include_extras=True)  # keep Field(...) in Annotated hints
         except TypeError:  # not a function: a functools.partial, a callable object
             parameters = inspect.signature(fn, eval_str=True).parameters.values()
             return {p.name: p.annotation for p in parameters if p.annotation is not p.empty}
-    except (NameError, TypeError, SyntaxError) as exc:
-        raise UsageError(f"tool {tool_name!r}: its type hints do not resolve ({exc})",
-                         hint="import every type its parameters name") from exc
+    except (NameError, TypeError, SyntaxError):
+        pass  # some hint does not resolve: resolve the schema's one by one (registration only)
+    raw = {p.name: p.annotation for p in inspect.signature(fn).parameters.values() if p.annotation is not p.empty}
+    hints: dict[str, Any] = {}
+    for name in names:
+        if name not in raw:
+            continue
+        holder = types.SimpleNamespace(__annotations__={name: raw[name]})
+        try:
+            hints.update(get_type_hints(holder, globalns=_globals_of(fn), include_extras=True))
+        except (NameError, TypeError, SyntaxError) as exc:
+            raise UsageError(f"tool {tool_name!r}: the type hint of parameter {name!r} does not resolve ({exc})",
+                             hint="import every type its parameters name") from exc
+    return hints
+
+
+def _globals_of(fn: Any) -> dict[str, Any]:
+    """The module globals ``fn``'s string annotations are evaluated in (a partial's function's,
+    an object's ``__call__``'s, a decorated function's original's)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+        fn = getattr(type(fn), "__call__", fn)
+    return getattr(inspect.unwrap(fn), "__globals__", {})
 
 
 class ToolRouter:
