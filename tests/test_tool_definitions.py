@@ -69,6 +69,13 @@ def _garbage():
     def surrogate_doc(x: int) -> None:
         """Reads \udcff."""
 
+    # Anthropic refuses a request whose input_schema has a property key not ^[a-zA-Z0-9_.-]{1,64}$
+    async def unicode_param(größe: int) -> None: ...
+    async def bracket_alias(x: Annotated[str, Field(alias="filter[id]")] = "") -> None: ...
+    async def spaced_alias(x: Annotated[str, Field(alias="file name")]) -> None: ...
+    async def clashing_alias(x: Annotated[str, Field(alias="y")], y: int) -> None: ...
+    long_param = _exec_tool("long_param", "p" * 65)
+
     return [
         (nan_default, {}, "parameter 'x'", "not JSON"), (inf_default, {}, "parameter 'x'", "not JSON"),
         (sentinel_default, {}, "parameter 'x'", "not JSON"), (bytes_default, {}, "parameter 'x'", "not JSON"),
@@ -81,7 +88,18 @@ def _garbage():
         (lambda: None, {"name": "bad_desc", "description": "x \ud800 y"},
          "description", "surrogate"),
         (lambda: None, {"name": "not_text", "description": 42}, "description", "text"),
+        (unicode_param, {}, "parameter 'größe'", "'.' or '-'"),
+        (bracket_alias, {}, "parameter 'x' (sent as 'filter[id]')", "'.' or '-'"),
+        (spaced_alias, {}, "parameter 'x' (sent as 'file name')", "'.' or '-'"),
+        (long_param, {}, f"parameter '{'p' * 65}'", "1-64"),
+        (clashing_alias, {}, "parameters 'x' and 'y'", "both sent as 'y'"),
     ]
+
+
+def _exec_tool(name: str, param: str):
+    namespace: dict = {}
+    exec(f"async def {name}({param}: int) -> None: ...", namespace)
+    return namespace[name]
 
 
 GARBAGE = _garbage()
@@ -160,3 +178,17 @@ def test_the_definitions_go_through_a_real_request_unchanged():
     assert message.content == "ok"
     json.loads(sent.decode("utf-8"), parse_constant=lambda c: pytest.fail(f"{c} in the request"))
     assert json.loads(sent)["tools"] == router.describe()
+
+
+def test_parameter_names_every_provider_takes_still_register():
+    router = ToolRouter()
+
+    @tool(router=router, description="Copy")
+    async def copy_range(from_: Annotated[str, Field(alias="from")], to: Annotated[str, Field(alias="to.path")],
+                         page_size: Annotated[int, Field(alias="page-size")] = 10) -> list:
+        return [from_, to, page_size]
+
+    props = router.describe()[0]["function"]["parameters"]["properties"]
+    assert list(props) == ["from", "to.path", "page-size"]
+    result = run(router.dispatch(ToolCall(id="c1", name="copy_range", arguments={"from": "a", "to.path": "b"})))
+    assert result.data == ["a", "b", 10]

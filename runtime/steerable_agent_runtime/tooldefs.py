@@ -15,6 +15,10 @@ instead:
   and drop a default it cannot encode, leaving a schema that no longer says what the handler does;
 - each parameter's type: one pydantic can describe as JSON schema (not a callable, a socket, an
   enum of arbitrary objects), the parameter named;
+- each parameter's name as the model sends it (the parameter's, or its ``Field(alias=...)``):
+  :data:`PROPERTY_KEY`, what Anthropic takes as an ``input_schema`` property key (a non-ASCII
+  identifier, 65+ characters or an alias like ``filter[id]`` fails every request with a 400), and
+  no two parameters sent under one name (the schema would hold one, the handler never get the other);
 - the whole definition: strict JSON (``allow_nan=False``) that encodes as UTF-8, the first bad
   value named by its path (``parameters.properties.x.description``).
 """
@@ -36,7 +40,11 @@ from .models import has_lone_surrogate
 TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 """Tool names every provider accepts: 1-64 of ``A-Za-z0-9_-``, starting with a letter or ``_``."""
 
+PROPERTY_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+"""Parameter names (schema property keys) Anthropic accepts: 1-64 of ``A-Za-z0-9_.-``."""
+
 NAME_HINT = "use 1-64 letters, digits, '_' or '-', starting with a letter or '_' (pass name='...')"
+PROPERTY_HINT = "rename the parameter (or give it Field(alias=...)) to 1-64 letters, digits, '_', '.' or '-'"
 DEFAULT_HINT = "give the parameter a JSON default (None, a bool, a number, text, or a list or dict of them)"
 TYPE_HINT = "annotate it with a type pydantic can describe as JSON (str, int, float, bool, list, dict, a BaseModel)"
 TEXT_HINT = "write the text without lone surrogates (decode file names with errors='replace')"
@@ -92,8 +100,26 @@ def parameters_schema(tool: str, model: type[BaseModel], fields: dict[str, tuple
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
     schema.setdefault("properties", {})
+    _check_properties(tool, model, schema["properties"])
     check_definition(tool, {"parameters": schema})
     return schema
+
+
+def _check_properties(tool: str, model: type[BaseModel], properties: dict[str, Any]) -> None:
+    """ToolDefinitionError for a parameter sent under a name a provider refuses, or under another's."""
+    sent: dict[str, str] = {}
+    for name, info in model.model_fields.items():
+        key = info.validation_alias if isinstance(info.validation_alias, str) else info.alias or name
+        if key in sent:
+            raise ToolDefinitionError(f"tool {tool!r}: parameters {sent[key]!r} and {name!r} are both sent as {key!r}",
+                                      hint="give each parameter its own name (or alias)")
+        sent[key] = name
+    for key in properties:
+        if not PROPERTY_KEY.fullmatch(key):
+            name = sent.get(key, key)
+            shown = f"parameter {name!r}" + (f" (sent as {key!r})" if name != key else "")
+            raise ToolDefinitionError(f"tool {tool!r}: {shown}: the name is not 1-64 letters, digits, '_', '.' or '-'"
+                                      " (Anthropic refuses such a schema property)", hint=PROPERTY_HINT)
 
 
 def check_definition(tool: str, definition: Any) -> None:
