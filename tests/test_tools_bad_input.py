@@ -175,12 +175,26 @@ def test_optional_union_literal_enum_and_mutable_defaults():
     assert "color" in _dispatch(router, "paint", {"color": "green"}).error
 
 
-@pytest.mark.parametrize("param", ["_private", "__raw_arguments__", "model_config", "model_fields"])
+@pytest.mark.parametrize("param", ["_private", "__raw_arguments__", "model_config", "model_fields", "model_dump",
+                                   "model_validate"])
 def test_a_parameter_the_schema_cannot_carry_is_refused_at_registration(param):
     namespace: dict = {}
     exec(f"async def odd({param}: int = 1) -> int:\n    return 1", namespace)
-    with pytest.raises(UsageError, match=param):
+    with pytest.raises(UsageError, match=param):  # model_dump was pydantic's raw ValueError
         ToolRouter().register(namespace["odd"])
+
+
+@pytest.mark.parametrize("param", ["schema", "json", "copy", "dict", "validate", "construct", "model_name"])
+def test_a_parameter_named_like_an_old_basemodel_method_is_an_ordinary_argument(param):
+    # run_sql(sql, schema="public"), export(path, json=True): pydantic carries these names (they
+    # only shadow BaseModel's deprecated v1 methods); they were refused as "cannot be a schema field"
+    namespace: dict = {}
+    exec(f"async def odd(x: int, {param}: str = 'd') -> list:\n    return [x, {param}]", namespace)
+    router = _router(namespace["odd"])
+    props = router.describe()[0]["function"]["parameters"]["properties"]
+    assert props[param] == {"type": "string", "default": "d"}
+    assert _dispatch(router, "odd", {"x": 1}).data == [1, "d"]
+    assert _dispatch(router, "odd", {"x": 1, param: "v"}).data == [1, "v"]
 
 
 @pytest.mark.parametrize("name", ["<lambda>", "a b", "x" * 65, "dotted.name", "", "naïve"])

@@ -143,8 +143,9 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
 
     Raises UsageError for an unknown mode, a ``*args``/``**kwargs`` parameter, a parameter
     without a type hint or with a hint that does not resolve, or one the schema cannot carry (a
-    leading underscore, a pydantic ``model_`` name): the schema could not say what the model must
-    send. Raises ToolDefinitionError (a UsageError) for a definition a provider would refuse or
+    leading underscore, a member of pydantic's ``model_`` namespace such as ``model_config``; the
+    old v1 names ``schema``, ``json``, ``copy``, ``validate``... are ordinary parameters): the
+    schema could not say what the model must send. Raises ToolDefinitionError (a UsageError) for a definition a provider would refuse or
     that is not JSON (:mod:`.tooldefs`): a name not 1-64 of ``A-Za-z0-9_-`` starting with a
     letter or ``_`` (a lambda needs ``name=``), a description that is not text or holds a lone
     surrogate, a default that is not JSON, a type with no JSON schema. ``Field(...)`` metadata
@@ -158,15 +159,24 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
         raise UsageError(f"tool {tool_name!r}: unknown mode {mode!r}", hint=f"use one of {', '.join(TOOL_MODES)}")
     doc = check_description(tool_name, description if description is not None else inspect.getdoc(fn) or "")
     fields, takes_context, positional = _fields(fn, tool_name)
+    # pydantic refuses a field named like a BaseModel member of its "model_" namespace (raw
+    # ValueError) and drops a leading-underscore one; BaseModel's old v1 names (schema, json,
+    # copy, validate, ...) are ordinary fields, only shadowing deprecated methods nothing here calls.
+    for reserved in [n for n in fields if n.startswith("_") or (n.startswith("model_") and hasattr(BaseModel, n))]:
+        raise _not_a_field(tool_name, reserved)
     model = argument_model(tool_name, fields)
-    for dropped in [n for n in fields if n not in model.model_fields or hasattr(BaseModel, n)]:
-        raise UsageError(f"tool {tool_name!r}: parameter {dropped!r} cannot be a schema field",
-                         hint="rename it (no leading underscore, no 'model_' prefix)")
+    for dropped in [n for n in fields if n not in model.model_fields]:
+        raise _not_a_field(tool_name, dropped)
     spec = ToolSpec(tool_name, doc, mode, fn, model, takes_context,  # type: ignore[arg-type]
                     parameters=parameters_schema(tool_name, model, fields),
                     call=_by_position(fn, positional) if positional else fn)
     check_definition(tool_name, spec.describe()["function"])
     return spec
+
+
+def _not_a_field(tool_name: str, name: str) -> UsageError:
+    return UsageError(f"tool {tool_name!r}: parameter {name!r} cannot be a schema field",
+                      hint="rename it (no leading underscore, not a pydantic BaseModel member like 'model_config')")
 
 
 def _fields(fn: Handler, tool_name: str) -> tuple[dict[str, Any], bool, tuple[str, ...]]:
