@@ -390,3 +390,19 @@ def test_only_the_schema_parameters_hints_must_resolve():
     assert _dispatch(router, "with_return", {"path": "b"}).data == "b"
     with pytest.raises(UsageError, match="parameter 'path'.*Decimal"):
         router.register(namespace["with_param"])
+
+
+def test_a_partial_without_a_description_is_described_by_its_functions_docstring():
+    # inspect.getdoc(partial) is functools.partial's own docstring: the model read
+    # "partial(func, *args, **keywords) - new function with partial application..."
+    async def add(p: int, q: int) -> int:
+        """Add two numbers."""
+        return p + q
+
+    async def bare(q: int) -> int:
+        return q
+
+    router = ToolRouter()
+    router.register(functools.partial(functools.partial(add, 1)), name="inc")
+    router.register(functools.partial(bare), name="bare")
+    assert [d["function"]["description"] for d in router.describe()] == ["Add two numbers.", ""]

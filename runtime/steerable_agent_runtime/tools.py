@@ -157,7 +157,7 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
     tool_name = check_name(name if name is not None else getattr(fn, "__name__", None))
     if mode not in TOOL_MODES:
         raise UsageError(f"tool {tool_name!r}: unknown mode {mode!r}", hint=f"use one of {', '.join(TOOL_MODES)}")
-    doc = check_description(tool_name, description if description is not None else inspect.getdoc(fn) or "")
+    doc = check_description(tool_name, description if description is not None else _docstring(fn))
     fields, takes_context, positional = _fields(fn, tool_name)
     # pydantic refuses a field named like a BaseModel member of its "model_" namespace (raw
     # ValueError) and drops a leading-underscore one; BaseModel's old v1 names (schema, json,
@@ -172,6 +172,13 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
                     call=_by_position(fn, positional) if positional else fn)
     check_definition(tool_name, spec.describe()["function"])
     return spec
+
+
+def _docstring(fn: Handler) -> str:
+    """``fn``'s docstring, a partial's function's (a partial's own is functools.partial's)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return inspect.getdoc(fn) or ""
 
 
 def _not_a_field(tool_name: str, name: str) -> UsageError:
