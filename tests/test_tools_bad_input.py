@@ -406,3 +406,24 @@ def test_a_partial_without_a_description_is_described_by_its_functions_docstring
     router.register(functools.partial(functools.partial(add, 1)), name="inc")
     router.register(functools.partial(bare), name="bare")
     assert [d["function"]["description"] for d in router.describe()] == ["Add two numbers.", ""]
+
+
+def test_a_generator_function_is_refused_at_registration():
+    # its body never ran: every call returned a generator object, "not JSON-serialisable"
+    def lines(path: str):
+        yield path
+
+    async def chunks(path: str):
+        yield path
+
+    class Streamer:
+        __name__ = "streamer"
+
+        async def __call__(self, path: str):
+            yield path
+
+    for handler, kwargs in ((lines, {}), (chunks, {}), (functools.partial(lines), {"name": "p"}), (Streamer(), {})):
+        router = ToolRouter()
+        with pytest.raises(UsageError, match="generator") as err:
+            router.register(handler, **kwargs)
+        assert "return" in err.value.hint and router.names == []

@@ -141,7 +141,8 @@ def _schema(spec: ToolSpec) -> dict[str, Any]:
 def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | None = None) -> ToolSpec:
     """Build a ToolSpec from ``fn``'s signature: one schema field per parameter (hint and default).
 
-    Raises UsageError for an unknown mode, a ``*args``/``**kwargs`` parameter, a parameter
+    Raises UsageError for an unknown mode, a generator function (sync or async: a tool returns
+    its result once), a ``*args``/``**kwargs`` parameter, a parameter
     without a type hint or with a hint that does not resolve, or one the schema cannot carry (a
     leading underscore, a member of pydantic's ``model_`` namespace such as ``model_config``; the
     old v1 names ``schema``, ``json``, ``copy``, ``validate``... are ordinary parameters): the
@@ -158,6 +159,11 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
     if mode not in TOOL_MODES:
         raise UsageError(f"tool {tool_name!r}: unknown mode {mode!r}", hint=f"use one of {', '.join(TOOL_MODES)}")
     doc = check_description(tool_name, description if description is not None else _docstring(fn))
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, functools.partial) \
+        else getattr(type(fn), "__call__", fn)
+    if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+        # its body would never run: each call returns a generator object, which is not JSON
+        raise UsageError(f"tool {tool_name!r} is a generator function", hint="return the result (e.g. a list) instead of yielding it")
     fields, takes_context, positional = _fields(fn, tool_name)
     # pydantic refuses a field named like a BaseModel member of its "model_" namespace (raw
     # ValueError) and drops a leading-underscore one; BaseModel's old v1 names (schema, json,
