@@ -13,10 +13,10 @@ import enum
 import functools
 import json
 import sqlite3
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 import pytest
-from pydantic import BaseModel, field_serializer
+from pydantic import BaseModel, Field, field_serializer
 from steerable_agent_runtime.errors import UsageError
 from steerable_agent_runtime.tools import MAX_ERROR_CHARS, ToolCall, ToolResult, ToolRouter
 
@@ -427,3 +427,34 @@ def test_a_generator_function_is_refused_at_registration():
         with pytest.raises(UsageError, match="generator") as err:
             router.register(handler, **kwargs)
         assert "return" in err.value.hint and router.names == []
+
+
+def _ctx_int(pattern: str, context: int = 2) -> list: ...
+def _ctx_text(query: str, context: Optional[str] = None) -> list: ...
+def _ctx_lines(pattern: str, context: Annotated[list[str], Field(description="lines")]) -> list: ...
+def _ctx_default(pattern: str, context=3) -> list: ...
+def _ctx_literal(pattern: str, context: Literal["a", "b"] = "a") -> list: ...
+
+
+@pytest.mark.parametrize("handler", [_ctx_int, _ctx_text, _ctx_lines, _ctx_default, _ctx_literal],
+                         ids=["int", "optional-str", "annotated-list", "untyped-default", "literal"])
+def test_a_context_parameter_declared_as_a_model_argument_is_refused(handler):
+    # grep(pattern, context: int = 2): the parameter named context silently received dispatch's
+    # context (None, or the loop's LoopContext) instead of 2, and the model could not set it
+    with pytest.raises(UsageError, match="'context'") as err:
+        ToolRouter().register(handler)
+    assert "rename" in err.value.hint
+
+
+def test_a_context_parameter_for_the_dispatch_context_still_registers():
+    from steerable_agent_runtime.loop import LoopContext
+
+    def untyped(x: int, context) -> int: ...
+    def typed(x: int, context: LoopContext) -> int: ...
+    def optional(x: int, context: Optional[LoopContext] = None) -> int: ...
+    def anything(x: int, context: object = None) -> int: ...
+    def host_dict(x: int, context: dict[str, int]) -> int: ...  # a host's own dispatch(context={...})
+
+    for handler in (untyped, typed, optional, anything, host_dict):
+        router = _router(handler)
+        assert list(router.describe()[0]["function"]["parameters"]["properties"]) == ["x"]

@@ -26,9 +26,10 @@ import json
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_type_hints
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.fields import FieldInfo
 
 from .errors import SteerableError, ToolDefinitionError, UsageError
 from .models import ToolCall, has_lone_surrogate
@@ -44,7 +45,8 @@ RAW_ARGUMENTS_KEY = "__raw_arguments__"
 a JSON object (see :func:`decode_arguments`); dispatch answers such a call with a failed result."""
 
 CONTEXT_PARAMETER = "context"
-"""A handler parameter of this name is not part of the schema: it receives dispatch's ``context``."""
+"""A handler parameter of this name is not part of the schema: it receives dispatch's ``context``
+(one declared as a model argument, ``context: int = 2``, is refused at registration)."""
 
 
 def decode_arguments(text: str | None) -> dict[str, Any]:
@@ -207,6 +209,7 @@ def _fields(fn: Handler, tool_name: str) -> tuple[dict[str, Any], bool, tuple[st
         if param.name in bound:
             continue
         if param.name == CONTEXT_PARAMETER:
+            _check_context(fn, tool_name, param, hints)
             takes_context = True
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -217,6 +220,45 @@ def _fields(fn: Handler, tool_name: str) -> tuple[dict[str, Any], bool, tuple[st
                              hint="annotate it (the JSON schema is built from the type hints)")
         fields[param.name] = (hints[param.name], ... if param.default is param.empty else param.default)
     return fields, takes_context, positional
+
+
+_SCALARS = (str, int, float, bool, bytes, Literal)
+
+
+def _check_context(fn: Handler, tool_name: str, param: inspect.Parameter, hints: dict[str, Any]) -> None:
+    """UsageError when the ``context`` parameter is declared as a model argument (``context: int = 2``,
+    ``context: str | None``, ``Annotated[..., Field(...)]``): it would silently get dispatch's
+    context, never that default or the model's value. An untyped one, or one typed as what a host
+    passes as a context (LoopContext, a dict, Any), is fine."""
+    hint = hints.get(param.name) if param.name in hints else _resolved(fn, param)
+    if (param.default is param.empty or param.default is None) and not _is_data(hint):
+        return
+    raise UsageError(f"tool {tool_name!r}: parameter 'context' is declared as an argument for the model, but it"
+                     " receives dispatch's context (the loop's LoopContext), never its default or the model's value",
+                     hint="rename it (e.g. context_lines); keep a parameter named context only to receive the context")
+
+
+def _resolved(fn: Handler, param: inspect.Parameter) -> Any:
+    """``param``'s hint resolved, or None when it has none or it does not resolve."""
+    if param.annotation is param.empty:
+        return None
+    holder = types.SimpleNamespace(__annotations__={param.name: param.annotation})
+    try:
+        return get_type_hints(holder, globalns=_globals_of(fn), include_extras=True)[param.name]
+    except (NameError, TypeError, SyntaxError):
+        return None  # e.g. LoopContext imported under TYPE_CHECKING: not JSON data
+
+
+def _is_data(hint: Any) -> bool:
+    """Whether ``hint`` declares a model argument: a scalar (str, int, a Literal...), a union
+    holding one, or anything with ``Field(...)`` schema metadata."""
+    origin = get_origin(hint)
+    if origin is Annotated:
+        base, *metadata = get_args(hint)
+        return any(isinstance(m, FieldInfo) for m in metadata) or _is_data(base)
+    if origin is Union or origin is types.UnionType:
+        return any(_is_data(arm) for arm in get_args(hint))
+    return hint in _SCALARS or origin in _SCALARS
 
 
 def _by_position(fn: Handler, names: tuple[str, ...]) -> Handler:
