@@ -187,3 +187,26 @@ def test_sync_handler_and_context_parameter():
 def test_to_content_is_the_json_the_model_reads():
     assert json.loads(ToolResult(success=True, data={"a": 1}).to_content()) == {"success": True, "data": {"a": 1}}
     assert json.loads(ToolResult.failed("denied").to_content()) == {"success": False, "error": "denied"}
+
+
+@pytest.mark.parametrize("granted", ["no", "false", 1, [False], object()])
+def test_consent_fails_closed_only_true_grants_it(granted):
+    # consent_granted=request.form["approved"] ("false", a truthy string) ran a destructive tool;
+    # the loop's approver already fails closed the same way
+    router = ToolRouter()
+    ran = []
+
+    @tool(router=router, description="rm", mode="destructive")
+    async def remove(path: str) -> str:
+        ran.append(path)
+        return "gone"
+
+    class Ctx:
+        consent_granted = granted
+
+    call = ToolCall(id="c1", name="remove", arguments={"path": "/tmp/x"})
+    with pytest.raises(ToolConsentError, match="not True"):
+        run(router.dispatch(call, consent_granted=granted))
+    with pytest.raises(ToolConsentError):
+        run(router.execute(call, Ctx()))
+    assert ran == []

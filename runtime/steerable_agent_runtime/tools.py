@@ -1,8 +1,9 @@
 """Tools: ToolCall, ToolResult, consent, the ``@tool`` decorator and the ToolRouter.
 
 Guarantees of :meth:`ToolRouter.dispatch` (RUNTIME.md, "Tools"):
-- a ``local`` or ``destructive`` tool dispatched with ``consent_granted=False`` raises
-  :class:`ToolConsentError` naming the tool and its mode, and runs nothing;
+- a ``local`` or ``destructive`` tool dispatched with ``consent_granted=False`` (or anything but
+  ``True``: consent fails closed) raises :class:`ToolConsentError` naming the tool and its mode,
+  and runs nothing;
 - every other outcome is a :class:`ToolResult`, never an exception: an unknown tool is a failed
   result naming the closest names; arguments that fail the schema (or were not JSON at all) are a
   failed result naming the argument, and the handler is not called; a handler exception is a
@@ -358,14 +359,14 @@ class ToolRouter:
     async def dispatch(self, call: ToolCall, *, consent_granted: bool = False, context: Any = None) -> ToolResult:
         """Run ``call`` and return its ToolResult (see the module docstring for every outcome).
 
-        Raises ToolConsentError (and runs nothing) for a ``local``/``destructive`` tool without consent.
+        Raises ToolConsentError (and runs nothing) for a ``local``/``destructive`` tool without
+        consent: anything but ``consent_granted=True`` (a truthy ``"no"`` or ``1`` too) is no consent.
         """
         spec = self._tools.get(call.name)
         if spec is None:
             return ToolResult.failed(self._unknown(call.name))
-        if spec.mode in CONSENT_MODES and not consent_granted:
-            raise ToolConsentError(f"tool {spec.name!r} (mode {spec.mode}) needs consent; nothing ran",
-                                   tool=spec.name, mode=spec.mode)
+        if spec.mode in CONSENT_MODES and consent_granted is not True:  # fails closed: a truthy "no" is no
+            raise _no_consent(spec, consent_granted)
         arguments = _validate(spec, call.arguments)
         if isinstance(arguments, ToolResult):
             return arguments
@@ -384,8 +385,7 @@ class ToolRouter:
 
         ``ctx`` may carry ``consent_granted``; the consent rule of ``dispatch`` still applies.
         """
-        granted = bool(getattr(ctx, "consent_granted", False))
-        return await self.dispatch(call, consent_granted=granted, context=ctx)
+        return await self.dispatch(call, consent_granted=getattr(ctx, "consent_granted", False), context=ctx)
 
     def _unknown(self, name: str) -> str:
         close = difflib.get_close_matches(name, self._tools, n=3, cutoff=0.5)
@@ -393,6 +393,12 @@ class ToolRouter:
             return f"unknown tool {name!r}; did you mean {', '.join(close)}?"
         known = ", ".join(self._tools) or "none"
         return f"unknown tool {name!r}; available tools: {known}"
+
+
+def _no_consent(spec: ToolSpec, granted: Any) -> ToolConsentError:
+    odd = "" if granted is False else f" (consent_granted={granted!r} is not True)"
+    return ToolConsentError(f"tool {spec.name!r} (mode {spec.mode}) needs consent; nothing ran{odd}",
+                            tool=spec.name, mode=spec.mode)
 
 
 def _validate(spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any] | ToolResult:
