@@ -11,9 +11,9 @@ Guarantees of :meth:`ToolRouter.dispatch` (RUNTIME.md, "Tools"):
   GeneratorExit and a CancelledError the handler raised itself: only KeyboardInterrupt and a real
   cancel of the calling task propagate; a StopIteration is the RuntimeError Python makes of it in
   a coroutine, also from a plain function); a returned ToolResult is kept, a dict is kept as
-  ``data``, a pydantic model or a dataclass is dumped (also inside lists and dicts), anything else becomes ``data``; data that
-  is not JSON (NaN and infinities included, a model or dataclass that cannot be dumped) is a
-  failed result.
+  ``data``, a pydantic model or a dataclass is dumped (also inside lists and dicts), anything else
+  becomes ``data``; data that is not JSON (NaN and infinities included, a model or dataclass that
+  cannot be dumped) is a failed result.
 """
 
 from __future__ import annotations
@@ -144,19 +144,22 @@ def _schema(spec: ToolSpec) -> dict[str, Any]:
 def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | None = None) -> ToolSpec:
     """Build a ToolSpec from ``fn``'s signature: one schema field per parameter (hint and default).
 
-    Raises UsageError for an unknown mode, a generator function (sync or async: a tool returns
-    its result once), a ``*args``/``**kwargs`` parameter, a parameter
-    without a type hint or with a hint that does not resolve, or one the schema cannot carry (a
-    leading underscore, a member of pydantic's ``model_`` namespace such as ``model_config``; the
-    old v1 names ``schema``, ``json``, ``copy``, ``validate``... are ordinary parameters): the
-    schema could not say what the model must send. Raises ToolDefinitionError (a UsageError) for a definition a provider would refuse or
-    that is not JSON (:mod:`.tooldefs`): a name not 1-64 of ``A-Za-z0-9_-`` starting with a
-    letter or ``_`` (a lambda needs ``name=``), a description that is not text or holds a lone
-    surrogate, a default that is not JSON, a type with no JSON schema. ``Field(...)`` metadata
-    in ``Annotated`` hints is kept (descriptions, bounds). A ``functools.partial`` or a callable
-    object registers from its signature; the arguments a partial binds by keyword are not fields
-    (they stay the host's: not in the schema, not settable by the model). Positional-only
-    parameters are fields like the others; dispatch passes them by position.
+    Raises UsageError for an unknown mode, a generator function (sync or async: a tool returns its
+    result once), a ``*args``/``**kwargs`` parameter, a ``context`` parameter declared as a model
+    argument (``context: int = 2``), a parameter without a type hint or with a hint that does not
+    resolve, or one the schema cannot carry (a leading underscore, a member of pydantic's
+    ``model_`` namespace such as ``model_config``; the old v1 names ``schema``, ``json``, ``copy``,
+    ``validate``... are ordinary parameters): the schema could not say what the model must send.
+    Raises ToolDefinitionError (a UsageError) for a definition a provider would refuse or that is
+    not JSON (:mod:`.tooldefs`): a name not 1-64 of ``A-Za-z0-9_-`` starting with a letter or ``_``
+    (a lambda needs ``name=``), a description that is not text or holds a lone surrogate, a default
+    that is not JSON, a type with no JSON schema, a parameter sent under a name that is not 1-64 of
+    ``A-Za-z0-9_.-`` (Anthropic's rule for property keys) or under another parameter's.
+    ``Field(...)`` metadata in ``Annotated`` hints is kept (descriptions, bounds). A
+    ``functools.partial`` or a callable object registers from its signature; the arguments a
+    partial binds by keyword are not fields (they stay the host's: not in the schema, not settable
+    by the model). Positional-only parameters are fields like the others; dispatch passes them by
+    position.
     """
     tool_name = check_name(name if name is not None else getattr(fn, "__name__", None))
     if mode not in TOOL_MODES:
@@ -166,7 +169,8 @@ def build_spec(fn: Handler, *, description: str | None, mode: str, name: str | N
         else getattr(type(fn), "__call__", fn)
     if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
         # its body would never run: each call returns a generator object, which is not JSON
-        raise UsageError(f"tool {tool_name!r} is a generator function", hint="return the result (e.g. a list) instead of yielding it")
+        raise UsageError(f"tool {tool_name!r} is a generator function",
+                         hint="return the result (e.g. a list) instead of yielding it")
     fields, takes_context, positional = _fields(fn, tool_name)
     # pydantic refuses a field named like a BaseModel member of its "model_" namespace (raw
     # ValueError) and drops a leading-underscore one; BaseModel's old v1 names (schema, json,
