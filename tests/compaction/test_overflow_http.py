@@ -7,10 +7,12 @@ import json
 
 from steerable_agent_runtime import SqliteStorage
 from steerable_agent_runtime.compaction import SUMMARY_PREFIX, CompactionHooks
-from steerable_agent_runtime.llm import AnthropicProvider
+import pytest
+from steerable_agent_runtime.llm import AnthropicProvider, OpenAICompatProvider
 from steerable_agent_runtime.loop import ChainHooks, CoreLoop, RetryHooks
 
 from tests.replay_server import ReplayServer, Reply
+from tests.sidecar.openai_sse import text_reply
 
 from .test_summary_http import anthropic_stream
 
@@ -25,9 +27,9 @@ def long_chat() -> list[dict]:
     return chat + [{"role": "user", "content": "and the rollback?"}]
 
 
-async def converse(server_url: str, store) -> tuple[list, CompactionHooks]:
+async def converse(server_url: str, store, provider=None) -> tuple[list, CompactionHooks]:
     compaction = CompactionHooks(1_000_000)
-    provider = AnthropicProvider("claude-test", api_key="sk-test", base_url=server_url)
+    provider = provider or AnthropicProvider("claude-test", api_key="sk-test", base_url=server_url)
     loop = CoreLoop(provider, hooks=ChainHooks(RetryHooks(), compaction), storage=store)
     return [event async for event in loop.run(long_chat(), chat_id="c1")], compaction
 
@@ -44,5 +46,34 @@ def test_an_http_400_context_overflow_is_compacted_and_retried(tmp_path):
         assert len(retried) < len(bodies[0]["messages"]) and SUMMARY_PREFIX in json.dumps(retried)
         entries = asyncio.run(store.list_history("c1"))
         assert [e["trigger"] for e in entries if e["type"] == "compaction_boundary"] == ["overflow"]
+    finally:
+        asyncio.run(store.close())
+
+
+# What the servers really answer when the prompt does not fit, each seen in the wild: Anthropic when
+# the input plus max_tokens passes the window (the commonest overflow near the limit: the prompt
+# itself still fits), and llama.cpp's server (llama-server, the local model behind an
+# OpenAI-compatible URL).
+ANTHROPIC_WITH_MAX_TOKENS = {"type": "error", "error": {
+    "type": "invalid_request_error", "message": "input length and `max_tokens` exceed context limit: "
+    "197000 + 8192 > 200000, decrease input length or `max_tokens` and try again"}}
+LLAMA_CPP = {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
+                       "type": "exceed_context_size_error", "n_prompt_tokens": 14429, "n_ctx": 8192}}
+
+
+@pytest.mark.parametrize("body,reply,make", [
+    (ANTHROPIC_WITH_MAX_TOKENS, anthropic_stream("Roll back with the snapshot."),
+     lambda url: AnthropicProvider("claude-test", api_key="sk-test", base_url=url)),
+    (LLAMA_CPP, text_reply(["Roll back with the snapshot."]),
+     lambda url: OpenAICompatProvider("qwen", base_url=url + "/v1")),
+], ids=["anthropic-input-plus-max-tokens", "llama-cpp-server"])
+def test_real_overflow_bodies_of_other_servers_are_compacted_and_retried(tmp_path, body, reply, make):
+    store = SqliteStorage(tmp_path / "sessions.db")
+    try:
+        with ReplayServer([Reply.json(400, body), reply]) as server:
+            events, compaction = asyncio.run(converse(server.url, store, make(server.url)))
+            sent = len(server.requests)
+        assert events[-1].data["status"] == "completed", events[-1].data
+        assert compaction.overflow_recoveries == 1 and sent == 2
     finally:
         asyncio.run(store.close())

@@ -36,6 +36,32 @@ def test_every_overflow_wording_is_context_overflow(wording, status):
     assert wording.upper() in str(err)
 
 
+@pytest.mark.parametrize("body", [
+    # OpenAI chat/completions, the Responses API, Anthropic (the prompt alone, and the prompt plus
+    # max_tokens), Gemini, vLLM / DeepSeek, llama.cpp's llama-server: each provider's real 400 body
+    {"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+               "130512 tokens. Please reduce the length of the messages.", "type": "invalid_request_error",
+               "param": "messages", "code": "context_length_exceeded"}},
+    {"error": {"message": "Your input exceeds the context window of this model. Please adjust your input and try "
+               "again.", "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded"}},
+    {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210311 tokens > "
+                                "200000 maximum"}},
+    {"type": "error", "error": {"type": "invalid_request_error", "message": "input length and `max_tokens` exceed "
+                                "context limit: 178959 + 64000 > 200000, decrease input length or `max_tokens` and "
+                                "try again"}},
+    {"error": {"code": 400, "message": "The input token count (1200000) exceeds the maximum number of tokens allowed "
+               "(1048576).", "status": "INVALID_ARGUMENT"}},
+    {"object": "error", "message": "This model's maximum context length is 4096 tokens. However, you requested 4500 "
+     "tokens (400 in the messages, 4100 in the completion). Please reduce the length of the messages or completion.",
+     "type": "BadRequestError", "param": None, "code": 400},
+    {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
+               "type": "exceed_context_size_error", "n_prompt_tokens": 14429, "n_ctx": 8192}},
+], ids=["openai-chat", "openai-responses", "anthropic-prompt", "anthropic-prompt-plus-max-tokens", "gemini", "vllm",
+        "llama-cpp"])
+def test_each_providers_real_overflow_body_is_context_overflow(body):
+    assert classify_http_error(400, json.dumps(body), provider="p").kind == "context_overflow"
+
+
 def test_every_runtime_md_wording_is_in_the_table():
     assert all(w.lower() in OVERFLOW_PHRASES for w in RUNTIME_MD_WORDINGS)
 

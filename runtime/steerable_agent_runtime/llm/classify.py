@@ -24,12 +24,15 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .errors import LLMError, LLMErrorKind
 
-# Every wording RUNTIME.md lists, plus the OpenAI/Anthropic/Gemini/vLLM/Ollama variants seen in the wild.
+# Every wording RUNTIME.md lists, plus the OpenAI/Anthropic/Gemini/vLLM/Ollama variants seen in the wild:
+# "context limit" is Anthropic's 400 when the prompt plus max_tokens passes the window ("input length
+# and `max_tokens` exceed context limit: ..."), "context size" llama.cpp's server ("the request exceeds
+# the available context size"); both are overflows that a compaction fixes.
 OVERFLOW_PHRASES: tuple[str, ...] = (
     "context length", "context window", "maximum context", "prompt is too long", "too many tokens",
     "exceeds the maximum allowed input length", "input token count", "request too large",
     "reduce the length", "range of input length", "context_length_exceeded", "maximum prompt length",
-    "exceeds the context", "input is too long", "prompt too long",
+    "exceeds the context", "input is too long", "prompt too long", "context limit", "context size",
 )
 
 MAX_BODY_CHARS = 4_000
