@@ -443,3 +443,40 @@ def test_compact_on_a_stream_without_compaction_is_not_accepted(spawn):
         assert sc.wait_done(stream_id)["status"] == "completed"
         notices = [c["notice"] for c in sc.notifications_of("stream.chunk", stream_id) if "notice" in c]
         assert not any(n.get("action", "").startswith("compact") for n in notices), notices
+
+
+def test_a_compact_accepted_during_the_last_round_compacts_the_chats_next_stream(spawn, tmp_path):
+    # agent.chat.compact while the model writes its final answer: the stream has no round left
+    # for it, and its loop dies with it. It was accepted, so the chat's next stream takes it at
+    # its first round (as a CoreLoop keeps a pending request_compact for its next turn), before
+    # its request: one manual boundary, and the compacted transcript is what the model gets.
+    db = str(tmp_path / "s.db")
+    history = []
+    for i in range(10):
+        history += [{"role": "user", "content": f"question {i} " + "lorem ipsum " * 150},
+                    {"role": "assistant", "content": f"answer {i} " + "dolor sit " * 150}]
+    history.append({"role": "user", "content": "one more?"})
+    script = [text_reply([f"w{i} " for i in range(40)], delay_s=0.05), text_reply(["Sure."])]
+    with ReplayServer(script) as model:
+        sc = spawn("--storage-path", db)
+        sc.wait_ready()
+        params = {**stream_params(model), "messages": history, "maxContextTokens": 200_000}
+        first = sc.call("agent.chat.stream", params)["streamId"]
+        sc.wait(lambda: deltas(sc, first), what="the final answer streaming")
+        assert sc.call("agent.chat.compact", {"streamId": first})["accepted"] is True
+        assert sc.wait_done(first)["status"] == "completed"
+        second = sc.call("agent.chat.stream", {**params, "resume": True,
+                                               "messages": [{"role": "user", "content": "and then?"}]})["streamId"]
+        assert sc.wait_done(second)["status"] == "completed"
+        notices = [c["notice"] for c in sc.notifications_of("stream.chunk", second) if "notice" in c]
+        assert [n["action"] for n in notices if n["kind"] == "hook_action"] == ["compact"], notices
+        entries = sc.call("agent.history.get", {"recordId": "c1"})["entries"]
+        boundaries = [e for e in entries if e["type"] == "compaction_boundary"]
+        assert [b["trigger"] for b in boundaries] == ["manual"]
+        assert sent_messages(model, 1) == [{k: v for k, v in m.items() if v is not None}
+                                           for m in boundaries[0]["replacement"]]
+        # taken once: a third stream is not compacted again
+        third = sc.call("agent.chat.stream", {**params, "resume": True,
+                                              "messages": [{"role": "user", "content": "thanks"}]})["streamId"]
+        assert sc.wait_done(third)["status"] == "completed"
+        assert not [c for c in sc.notifications_of("stream.chunk", third) if "notice" in c]

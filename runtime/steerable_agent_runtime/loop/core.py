@@ -117,6 +117,12 @@ class CoreLoop:
         round is taken by the next turn's first)."""
         return bool(self._steer)
 
+    @property
+    def compact_pending(self) -> bool:
+        """Whether a ``request_compact()`` waits for a round to take it (one made during a turn's
+        last round, or before a reject, is taken by the next turn's first round)."""
+        return self._compact
+
     def steer(self, text: str) -> bool:
         """Queue a user message for the start of the next round (a ``steer`` event when taken)."""
         if not isinstance(text, str) or not text.strip():

@@ -11,6 +11,9 @@ Guarantees:
 - A steer accepted during a turn's last round (the model's final answer) is not dropped: the
   stream goes on with one more turn whose first round takes it; ``stream.done`` (its usage
   the sum of the turns') follows that turn.
+- A compact accepted during a turn's last round is not dropped either: it is left for the chat's
+  next stream (as a CoreLoop keeps it for its next turn), whose first round takes it before its
+  request when that stream has compaction (``maxContextTokens``); taken once either way.
 - A resume (``resume: true``) reads the record first: a record this build cannot read, or
   one holding a tool result that answers no call, is -32003 on the request itself and
   nothing is written.
@@ -76,6 +79,8 @@ class StreamManager:
         self.text_writer = text_writer  # stream id -> the default sink's synchronous delta writer
         self.running: dict[str, RunningStream] = {}
         self._by_chat: dict[str, str] = {}
+        # chats whose last stream ended with an accepted compact it had no round left for
+        self._compact_next: set[str] = set()
         self._recorder: Any = None
         self._http: Any = None
 
@@ -96,6 +101,7 @@ class StreamManager:
         except BaseException:
             self._by_chat.pop(args.chat_id, None)
             raise
+        self._compact_next.discard(args.chat_id)  # taken by this stream (_build) or, without compaction, dropped
         self.running[stream_id] = stream
         stream.task = asyncio.create_task(self._run(stream, args))
         return {"streamId": stream_id}
@@ -215,6 +221,11 @@ class StreamManager:
             events = events_of(loop, args, session)  # an empty transcript is refused here, on the request
         except UsageError as exc:
             raise RpcError(INVALID_PARAMS, exc.message, hint=exc.hint, data={"field": "messages"}) from None
+        if args.chat_id in self._compact_next:
+            from ..loop.hooks import overrides
+
+            if overrides(loop.hooks, "compact_now"):
+                loop.request_compact()
         if new_session:
             await self.storage.upsert_session(session)
         return RunningStream(stream_id, args.chat_id, loop, notify, session, events, write_text)
@@ -246,6 +257,8 @@ class StreamManager:
             await self._error(stream, err)
             done = {"status": "failed", "reason": err.message}
         finally:
+            if getattr(stream.loop, "compact_pending", False):  # accepted, but no round was left to take it
+                self._compact_next.add(stream.chat_id)
             self.running.pop(stream.stream_id, None)
             self._by_chat.pop(stream.chat_id, None)
             await self._done(stream, done)
