@@ -10,6 +10,8 @@ import asyncio
 import json
 import threading
 
+import pytest
+
 from click.testing import CliRunner
 from steerable_agent_runtime import SqliteStorage, resume_transcript
 from steerable_agent_runtime.compaction import (
@@ -18,13 +20,14 @@ from steerable_agent_runtime.compaction import (
     estimate_tokens,
     is_folded,
 )
-from steerable_agent_runtime.context import DiscoveredNotesState
+from steerable_agent_runtime.context import DiscoveredNotesState, FilesystemState
 from steerable_agent_runtime.history import transcript_from
 from steerable_agent_runtime.llm import LLMError, ScriptedProvider, ScriptedResponse
 from steerable_agent_runtime.llm.cancel import CancelSignal
 from steerable_agent_runtime.loop import (
     ChainHooks,
     CoreLoop,
+    LoopContext,
     LoopHooks,
     NoopHooks,
     RetryHooks,
@@ -269,5 +272,77 @@ def test_notes_are_injected_once_per_run_and_recorded(tmp_path, monkeypatch):
         asyncio.run(drive(loop))
         items = [e["message"].get("content") for e in asyncio.run(store.list_history("c1")) if e["type"] == "item"]
         assert sum("Run the tests with make test." in str(c) for c in items) == 1
+    finally:
+        asyncio.run(store.close())
+
+
+NOTES_RULE = "NEVER push to main."
+
+
+def notes_file(tmp_path) -> FilesystemState:
+    path = tmp_path / "NOTES.md"
+    path.write_text("Project conventions: small commits, tests first. " * 10 + NOTES_RULE)
+    return FilesystemState(path)
+
+
+def notes_seen(request) -> int:
+    return sum(str(m.content).count(NOTES_RULE) for m in request.messages)
+
+
+async def _resume(loop: CoreLoop, text: str) -> list:
+    return [e async for e in loop.resume("c1", [{"role": "user", "content": text}], chat_id="c1")]
+
+
+def test_notes_survive_a_compaction_that_summarises_them_and_are_not_injected_twice(tmp_path):
+    """The notes are injected once per run; a compaction summarising the middle they sit in keeps
+    them, whole, right after the summary (the run would otherwise go on without them, since the
+    next injection is the next run's): every request of the run holds them exactly once, a later
+    run, finding them in the transcript, injects no second copy, and compacting again changes
+    nothing."""
+    store = SqliteStorage(tmp_path / "sessions.db")
+    try:
+        compaction = CompactionHooks(1_000_000)
+        provider = ScriptedProvider(reads(4) + reads(3) + reads(1))
+        loop = CoreLoop(provider, file_router(), hooks=ChainHooks(notes_file(tmp_path), compaction), storage=store)
+        asyncio.run(drive(loop))
+        loop.request_compact()
+        start = len(provider.requests)
+        events = asyncio.run(_resume(loop, "go on"))
+        assert [d["trigger"] for d in rewrites(events)] == ["manual"]
+        assert [notes_seen(r) for r in provider.requests[start:]] == [1] * 4
+        sent = provider.requests[start].messages
+        assert sent[2].content.startswith(SUMMARY_PREFIX) and NOTES_RULE in sent[3].content
+        assert asyncio.run(resume_transcript(store, "c1")) == loop.transcript
+        start = len(provider.requests)
+        asyncio.run(_resume(loop, "and the last one"))
+        assert [notes_seen(r) for r in provider.requests[start:]] == [1, 1]
+        compacted = asyncio.run(compaction.compact_now(loop.transcript, LoopContext(chat_id="c1")))
+        assert sum(NOTES_RULE in str(m.content) for m in compacted.messages) == 1
+        assert asyncio.run(compaction.compact_now(compacted.messages, LoopContext(chat_id="c1"))) is None
+    finally:
+        asyncio.run(store.close())
+
+
+@pytest.mark.parametrize("name", ["overflow", "pressure"])
+def test_notes_survive_pressure_and_overflow_compactions(tmp_path, name):
+    """The same for the automatic triggers: a first run leaves the notes early in the record, and
+    the next run's overflow recovery, or its pressure compaction, summarises the middle they sit in."""
+    compaction, script, tools = {
+        "overflow": (CompactionHooks(1_000_000), overflow(1) + ["done"], None),
+        "pressure": (CompactionHooks(9000, keep_last_messages=1), reads(1) + ["done"], file_router())}[name]
+    store = SqliteStorage(tmp_path / "sessions.db")
+    try:
+        first = CoreLoop(ScriptedProvider(reads(4, final="All read. " + "z" * 30_000)), file_router(),
+                         hooks=ChainHooks(notes_file(tmp_path)), storage=store)
+        asyncio.run(drive(first))
+        provider = ScriptedProvider(script)
+        loop = CoreLoop(provider, tools, hooks=ChainHooks(notes_file(tmp_path), RetryHooks(), compaction),
+                        storage=store)
+        events = asyncio.run(_resume(loop, "go on"))
+        assert events[-1].data["status"] == "completed"
+        assert [d["trigger"] for d in rewrites(events)][:1] == [name]
+        assert [notes_seen(r) for r in provider.requests] == [1] * len(provider.requests)
+        assert any(str(m.content).startswith(SUMMARY_PREFIX) for m in provider.requests[-1].messages)
+        assert asyncio.run(resume_transcript(store, "c1")) == loop.transcript
     finally:
         asyncio.run(store.close())

@@ -45,7 +45,7 @@ from .breakers import Breakers
 from .estimate import estimate_message_tokens, estimate_tokens
 from .fold import fold_tool_results
 from .reminders import CircuitReason, CompactionThrashingReminder
-from .summary import needs_summary, split, summarize
+from .summary import kept_notes, needs_summary, split, summarize
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +269,8 @@ class CompactionHooks(LoopHooks):
         """Fold, then summarise the middle (always, or only when still above ``summarise_above``);
         ``cancel``: the turn's CancelSignal, handed to the summarizer's call.
 
-        The summary is kept only when it is smaller than what it replaces.
+        The summary is kept only when it is smaller than what it replaces. The newest notes
+        message of the middle stays, whole, right after it (summary.kept_notes).
         """
         fold = fold_tool_results(transcript, keep_last=keep_results, excerpt_chars=self.fold_excerpt_chars)
         done = _Compacted(fold.messages, pre - fold.saved_tokens, folded=len(fold.removed))
@@ -277,6 +278,9 @@ class CompactionHooks(LoopHooks):
             return done
         parts = split(done.messages, keep_messages)
         middle = done.messages[parts.head_end:parts.tail_start]
+        notes = kept_notes(middle)
+        if notes is not None:
+            middle = [m for m in middle if m is not notes]
         if not needs_summary(middle):
             return done
         text, source = await summarize(middle, self.summarizer, max_excerpt_chars=self.threshold_tokens,
@@ -285,7 +289,8 @@ class CompactionHooks(LoopHooks):
         saved = estimate_tokens(middle) - estimate_message_tokens(summary)
         if saved <= 0:
             return done
-        done.messages = [*done.messages[:parts.head_end], summary, *done.messages[parts.tail_start:]]
+        done.messages = [*done.messages[:parts.head_end], summary, *([notes] if notes is not None else []),
+                         *done.messages[parts.tail_start:]]
         done.post_tokens -= saved
         done.summarised, done.source = len(middle), source
         return done

@@ -4,8 +4,11 @@
 - Tail: the last ``keep_last`` messages, moved back so that it never starts with a tool result
   whose call would be cut off (the assistant message holding the call comes with it).
 - Middle: everything between; replaced by one ``user`` message starting with
-  :data:`SUMMARY_PREFIX`. A middle that holds nothing but an earlier summary is left alone, so
-  compacting a compacted transcript again changes nothing.
+  :data:`SUMMARY_PREFIX`, followed by the newest notes message of the middle (a
+  :class:`~..context.notes.NotesFragment` rendering), kept whole: the notes states inject once
+  per run, so a summarised notes message would be gone until the next run. A middle that holds
+  nothing but an earlier summary (and those notes) is left alone, so compacting a compacted
+  transcript again changes nothing.
 
 The summarizer (any LLMProvider) is called once, with ``cache_retention="none"`` (the text it
 reads is about to be discarded: never write it into the prompt cache). When there is no
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..context.notes import NotesFragment
 from ..llm.cancel import CancelSignal, StreamCancelled
 from ..models import LLMMessage
 from .fold import content_text
@@ -71,6 +75,15 @@ def is_summary(message: LLMMessage) -> bool:
 def needs_summary(middle: Sequence[LLMMessage]) -> bool:
     """A middle worth summarising: it holds something besides earlier summaries."""
     return any(not is_summary(m) for m in middle)
+
+
+def kept_notes(middle: Sequence[LLMMessage]) -> LLMMessage | None:
+    """The message of ``middle`` the summary keeps whole after it: the newest notes rendering
+    (an older one is superseded by it and summarised), or None."""
+    for message in reversed(middle):
+        if message.role == NotesFragment.role and NotesFragment.recognises(message.content):
+            return message
+    return None
 
 
 def call_text(call: dict[str, Any]) -> str:
