@@ -45,7 +45,8 @@ def _same(built, validated):
     assert built.__pydantic_private__ == validated.__pydantic_private__
     assert built == validated and validated == built
     assert repr(built) == repr(validated)
-    assert built.to_wire() == validated.to_wire()
+    # a lone surrogate in a nested key: pydantic's JSON-mode dump refuses both alike
+    assert _dumped(built.to_wire) == _dumped(validated.to_wire)
     try:
         expected = validated.model_dump_json()
     except ValueError:  # a lone surrogate: the serializer refuses both alike
@@ -54,6 +55,14 @@ def _same(built, validated):
     else:
         assert built.model_dump_json() == expected
     assert copy.deepcopy(built) == validated and pickle.loads(pickle.dumps(built)) == validated
+
+
+def _dumped(fn):
+    """``fn()``, or the type of what it raised."""
+    try:
+        return fn()
+    except (ValueError, UnicodeEncodeError) as exc:
+        return type(exc)
 
 
 def _raised(fn):
