@@ -346,3 +346,21 @@ def test_notes_survive_pressure_and_overflow_compactions(tmp_path, name):
         assert asyncio.run(resume_transcript(store, "c1")) == loop.transcript
     finally:
         asyncio.run(store.close())
+
+
+def test_one_oversized_last_tool_result_is_folded_by_overflow_recovery_not_a_chat_broken_for_good():
+    # The newest tool result alone is too big for the window. Every recovery kept the newest
+    # result readable (keep_last_tool_results, halved), so with a single result there was
+    # "nothing left to compact": the turn failed, and every later turn on the record the same.
+    # A recovery that would change nothing folds every readable result, the newest too.
+    compaction = CompactionHooks(20_000)
+    call = ScriptedResponse(tool_calls=[{"id": "big", "name": "read_file", "arguments": {"path": "dump.log"}}])
+    provider = ScriptedProvider([call, *overflow(1), "Read it (in part)."])
+    loop = CoreLoop(provider, file_router(size=200_000), hooks=ChainHooks(RetryHooks(), compaction))
+    events = asyncio.run(drive(loop))
+    assert events[-1].data["status"] == "completed", events[-1].data
+    assert compaction.overflow_recoveries == 1
+    retried = provider.requests[2].messages
+    [result] = [m for m in retried if m.role == "tool"]
+    assert is_folded(result) and len(str(result.content)) < 2_000
+    assert estimate_tokens(retried) < 20_000

@@ -217,8 +217,14 @@ class CompactionHooks(LoopHooks):
         if used >= MAX_OVERFLOW_RECOVERIES_PER_ROUND:
             return RetryAction.fail(f"context overflow: {used} compactions this round did not make the request fit")
         pre = self.pressure(transcript, ctx)
+        keep_results = self.keep_last_tool_results >> used
         done = await self._compact(transcript, pre, keep_messages=self.keep_last_messages >> used,
-                                   keep_results=self.keep_last_tool_results >> used, summarise_above=None, cancel=ctx.cancel)
+                                   keep_results=keep_results, summarise_above=None, cancel=ctx.cancel)
+        if not done.changed and keep_results:
+            # the kept results are all there is (one newest result too big for the window): fold
+            # them too, to their excerpts, rather than fail this turn and every later one alike
+            done = await self._compact(transcript, pre, keep_messages=self.keep_last_messages >> used,
+                                       keep_results=0, summarise_above=None, cancel=ctx.cancel)
         if not done.changed:
             return RetryAction.fail("context overflow and nothing left to compact")
         self._overflow = (_RoundMark.of(ctx), used + 1)
