@@ -214,3 +214,42 @@ def test_an_approver_answer_that_is_not_a_bool_is_a_denial():
         [result] = tool_results(provider)
         assert result["success"] is False and result["error"].startswith("denied"), answer
         assert "not a bool" in result["error"] and log == [], answer
+
+
+def test_a_consumer_that_stops_at_the_completion_event_keeps_the_turns_outcome():
+    # Reading until the completion event and then leaving the loop (break, then aclose) is
+    # how a host waits for a turn: the turn had already ended ok, so the trace must say ok,
+    # not cancelled.
+    import asyncio
+
+    async def until_completion(loop):
+        events = loop.run(USER, chat_id="c1")
+        async for event in events:
+            if event.kind == "completion":
+                break
+        await events.aclose()
+        return event
+
+    store = InMemoryStorage()
+    loop = CoreLoop(ScriptedProvider(["hello"]), recorder=TraceRecorder(store))
+    last = asyncio.run(until_completion(loop))
+    assert last.data["status"] == "completed"
+    [trace] = run(store.list_traces())
+    assert trace.outcome == "ok" and trace.ended_at
+
+
+def test_a_consumer_that_stops_mid_turn_still_records_cancelled():
+    import asyncio
+
+    async def first_delta(loop):
+        events = loop.run(USER, chat_id="c1")
+        async for event in events:
+            if event.kind == "content_delta":
+                break
+        await events.aclose()
+
+    store = InMemoryStorage()
+    asyncio.run(first_delta(CoreLoop(ScriptedProvider(["hello there"]), recorder=TraceRecorder(store))))
+    [trace] = run(store.list_traces())
+    assert trace.outcome == "cancelled" and trace.ended_at
+    assert all(s.end_at for s in run(store.list_spans(trace.trace_id)))

@@ -15,6 +15,9 @@ Guarantees:
   the partial assistant text and a result for every call. A wait for the model's next bytes
   (or its response headers) is such a boundary: the turn's CancelSignal, handed to the provider
   as the ``cancel`` option, ends it at once (llm.cancel).
+- With a ``recorder``, the trace's outcome is the completion status (ok, error,
+  budget_exhausted, cancelled); closing the iterator before the turn ended records cancelled,
+  closing it once the completion event was given keeps the turn's outcome.
 - ``run`` raises UsageError at once for an empty transcript, a tool result whose call no earlier
   message made, or while another turn runs.
 """

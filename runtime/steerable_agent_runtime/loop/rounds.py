@@ -294,6 +294,11 @@ async def turn_events(loop: CoreLoop, messages: list[LLMMessage], chat_id: str, 
                             return
                     t.round = rnd + 1
             except GeneratorExit:
+                if t.stopped:
+                    # the turn had ended (its outcome set, its completion event built) and the
+                    # consumer stopped reading at or after it: leave normally, so the trace keeps
+                    # that outcome instead of "cancelled" (a generator may return on aclose)
+                    return
                 run.set_outcome("cancelled")
                 raise
     finally:
