@@ -193,6 +193,24 @@ def test_recorded_span_and_event_attrs_are_redacted():
     assert event.attrs == {"headers": [{"authorization": REDACTED}]}
 
 
+@pytest.mark.parametrize("text", [
+    "tool 'fetch' raised RuntimeError: 401 from upstream; sent Authorization: Bearer sk-live-SECRET123",
+    "request headers were {'Authorization': 'Bearer sk-live-SECRET123'}",
+    "proxy refused: Proxy-Authorization: Basic dXNlcjpzay1saXZlLVNFQ1JFVDEyMw==",
+])
+def test_a_credential_inside_a_longer_text_is_redacted(text):
+    # An error message that quotes a header (what a failing tool's ToolResult.error and so the
+    # tool span's tool.error often hold) carries the credential as much as a value that is one.
+    clean = redact({"tool.error": text})["tool.error"]
+    assert "SECRET123" not in clean and "dXNlcjpzay1saXZlLVNFQ1JFVDEyMw" not in clean
+    assert REDACTED in clean and clean.split(":")[0] == text.split(":")[0]  # the rest of the message stays
+
+
+@pytest.mark.parametrize("text", ["the basic usage of the tool", "a Basic plan", "the token was valid"])
+def test_ordinary_text_that_mentions_basic_is_kept(text):
+    assert redact({"note": text}) == {"note": text}
+
+
 # outcomes -------------------------------------------------------------------------------
 def _run_and_collect(body, store=None):
     """Run ``body(run)`` under a recorder; return (store, trace id, exception raised)."""
