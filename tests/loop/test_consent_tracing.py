@@ -253,3 +253,26 @@ def test_a_consumer_that_stops_mid_turn_still_records_cancelled():
     [trace] = run(store.list_traces())
     assert trace.outcome == "cancelled" and trace.ended_at
     assert all(s.end_at for s in run(store.list_spans(trace.trace_id)))
+
+
+def test_a_tool_error_holding_a_lone_surrogate_does_not_fail_a_traced_turn():
+    # The untraced turn completes (ToolResult.to_content writes the JSON escape); tracing must
+    # not turn it into a crash with the tool span left open.
+    from steerable_agent_runtime.tools import tool
+
+    router, _ = make_router()
+
+    @tool(router=router, description="Open a file", mode="read")
+    async def open_file(path: str) -> str:
+        raise FileNotFoundError("no file " + b"/tmp/\xff".decode("utf-8", "surrogateescape"))
+
+    store = InMemoryStorage()
+    provider = ScriptedProvider([ScriptedResponse(tool_calls=[{"id": "o", "name": "open_file",
+                                                               "arguments": {"path": "x"}}]), "ok"])
+    events = run_loop(CoreLoop(provider, router, recorder=TraceRecorder(store)), USER)
+    assert completion(events)["status"] == "completed"
+    [trace] = run(store.list_traces())
+    assert trace.outcome == "ok"
+    spans = run(store.list_spans(trace.trace_id))
+    assert all(s.end_at for s in spans)
+    assert next(s for s in spans if s.name == "open_file").attrs["tool.error"].endswith("/tmp/\ufffd")

@@ -370,3 +370,31 @@ def test_a_clock_that_steps_back_never_yields_an_end_before_the_start():
     trace = asyncio.run(store.get_trace(trace_id))
     assert span.end_at == span.start_at == "2026-01-01T00:00:04.000000Z"
     assert trace.ended_at == trace.started_at == "2026-01-01T00:00:05.000000Z"
+
+
+@pytest.mark.parametrize("storage", ["memory", "sqlite"])
+def test_a_lone_surrogate_in_a_span_or_event_is_stored_as_u_fffd(tmp_path, storage):
+    # A file name decoded with surrogateescape (an OSError's message, so a failing tool's
+    # tool.error) or a tool name or call id the model sent as a "\ud800" escape: no store can
+    # encode it, so storing it as is failed the traced turn (an untraced one completes) and left
+    # the span open. The recorder stores U+FFFD in its place, as the loop does for the record.
+    store = SqliteStorage(tmp_path / "sessions.db") if storage == "sqlite" else InMemoryStorage()
+    bad = b"\xff".decode("utf-8", "surrogateescape")
+
+    async def body(run):
+        async with run.tool(f"read{bad}", {"path": f"/tmp/{bad}", f"k{bad}": [bad]}) as tool:
+            tool.set_attrs({"tool.error": f"tool raised FileNotFoundError: no file {bad}"})
+            await tool.event(f"ev{bad}", {"where": bad})
+
+    try:
+        _, trace_id, exc = _run_and_collect(body, store)
+        assert exc is None
+        (span,) = asyncio.run(store.list_spans(trace_id))
+        (event,) = asyncio.run(store.list_events(trace_id))
+        assert span.end_at is not None and span.name == "read\ufffd"
+        assert span.attrs["path"] == "/tmp/\ufffd" and span.attrs["k\ufffd"] == ["\ufffd"]
+        assert span.attrs["tool.error"].endswith("no file \ufffd")
+        assert (event.name, event.attrs) == ("ev\ufffd", {"where": "\ufffd"})
+    finally:
+        if storage == "sqlite":
+            asyncio.run(store.close())

@@ -24,6 +24,9 @@ Guarantees:
   same way for the same trace. An unsampled run writes nothing; its handles are no-ops.
 - Span and event attrs pass through ``redaction.redact`` before they are stored: secret-looking keys at
   any depth have their values replaced by ``REDACTED``.
+- A lone UTF-16 surrogate in a span or event name or in attrs (keys and values, any depth) is
+  stored as U+FFFD: no store can encode one, and a tool's error message or a name the model sent
+  may hold one (a surrogateescape'd file name, a ``\\ud800`` escape).
 - Storage errors propagate (tracing never fails silently).
 """
 
@@ -37,7 +40,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..errors import UsageError
-from ..models import AgentSession, HarnessTrace, SpanKind, TraceEvent, TraceOutcome, TraceSpan, normalize_timestamp, utc_now
+from ..models import (AgentSession, HarnessTrace, SpanKind, TraceEvent, TraceOutcome, TraceSpan, has_lone_surrogate,
+                      normalize_timestamp, utc_now)
 from ..storage import StorageAdapter
 from .redaction import redact
 
@@ -45,6 +49,7 @@ _RANDOMNESS_BITS = 56
 _RANDOMNESS_MASK = (1 << _RANDOMNESS_BITS) - 1
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -90,6 +95,23 @@ def is_sampled(trace_id: str, sample_rate: float) -> bool:
     return (int(trace_id, 16) & _RANDOMNESS_MASK) >= threshold
 
 
+def _storable(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (dict keys too) replaced by U+FFFD:
+    UTF-8, and so every store, refuses one, and the write would fail the traced run."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if has_lone_surrogate(value) else value
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
+    return value
+
+
+def _clean_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Attrs as they are stored: redacted, then storable (redact turns tuples into lists)."""
+    return _storable(redact(dict(attrs)))
+
+
 def _later(start: str, end: str) -> str:
     """``end``, or ``start`` when the wall clock stepped back (normalised text order)."""
     return end if end >= start else start
@@ -110,7 +132,7 @@ class SpanHandle:
     def set_attrs(self, attrs: Mapping[str, Any]) -> None:
         """Merge attrs (redacted) into the span; they are stored when the span closes."""
         merged = dict(self.span.attrs or {})
-        merged.update(redact(dict(attrs)))
+        merged.update(_clean_attrs(attrs))
         self.span = self.span.model_copy(update={"attrs": merged})
 
     async def event(self, name: str, attrs: Mapping[str, Any] | None = None) -> TraceEvent:
@@ -147,8 +169,8 @@ class RunHandle:
                    parent_id: str | None = None) -> AsyncIterator[SpanHandle]:
         """A span of ``kind`` around the block; closed (``end_at`` set) however it exits."""
         clock = self._recorder.now
-        span = TraceSpan(span_id=new_span_id(), name=name, start_at=clock(), kind=kind,
-                         parent_id=parent_id, attrs=redact(dict(attrs)) if attrs else None)
+        span = TraceSpan(span_id=new_span_id(), name=_storable(name), start_at=clock(), kind=kind,
+                         parent_id=parent_id, attrs=_clean_attrs(attrs) if attrs else None)
         handle = SpanHandle(self, span)
         await self._store_span(span)
         try:
@@ -176,8 +198,8 @@ class RunHandle:
 
     async def add_event(self, span_id: str, name: str, attrs: Mapping[str, Any] | None) -> TraceEvent:
         """Record an event in span ``span_id`` (attrs redacted); stored only when sampled."""
-        event = TraceEvent(event_id=new_span_id(), span_id=span_id, name=name,
-                           at=self._recorder.now(), attrs=redact(dict(attrs)) if attrs else None)
+        event = TraceEvent(event_id=new_span_id(), span_id=span_id, name=_storable(name),
+                           at=self._recorder.now(), attrs=_clean_attrs(attrs) if attrs else None)
         if self.sampled:
             await self._recorder.storage.add_event(self.trace_id, event)
         return event
