@@ -268,6 +268,26 @@ def test_a_bad_endpoint_is_a_usage_error(url):
         traces_url(url, {})
 
 
+@pytest.mark.parametrize("url", [
+    "http://me:hunter2@collector:4318/ x",  # a space
+    "http://me:hunter2@collector:port",  # a port that is not a number
+    "ftp://me:hunter2@collector",  # not http(s)
+    "http://me:hunter2@collector:0",
+    "http://me:hunter2@:4318",  # no host
+    "me:hunter2@collector:4318",  # no scheme
+    "http://me:hunter2@[::1:4318",  # an unclosed IPv6 bracket
+    "http://me:hun/ter2@collector:4318",  # a password holding a slash
+])
+def test_a_malformed_endpoint_with_credentials_never_prints_the_password(url):
+    # The URL is refused before it could be used, and the error goes to stderr, CI logs and
+    # the sidecar's JSON-RPC error: the password in it must not.
+    for env in ({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": url}, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": url}):
+        with pytest.raises(UsageError) as caught:
+            traces_url(url if not env else None, env)
+        text = f"{caught.value.message} {caught.value.hint}"
+        assert "hunter2" not in text and "hun" not in text and "ter2" not in text, text
+
+
 def test_header_parsing():
     assert parse_headers(" a = 1 , b=x%2Cy,, ") == {"a": "1", "b": "x,y"}
     with pytest.raises(UsageError, match="OTEL_EXPORTER_OTLP_HEADERS"):

@@ -94,12 +94,21 @@ def _append(base: str) -> str:
 
 _URL_HINT = "pass the collector's OTLP/HTTP URL, e.g. http://localhost:4318"
 _BAD_CHARS = re.compile(r"[\x00-\x20\x7f-\U0010ffff]")
+# Everything before the last "@" (after a "scheme://"): the userinfo of a URL, wherever a
+# malformed URL puts it. Masking too much of a URL that is refused anyway costs nothing.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)?.*@", re.DOTALL)
+
+
+def _shown(url: str) -> str:
+    """``url`` as an error message may print it: escaped, any ``user:password@`` masked."""
+    return ascii(_USERINFO.sub(lambda m: f"{m.group(1) or ''}***@", url))
 
 
 def _checked_url(url: str, source: str, *, append: bool = False) -> str:
     """``url`` (with /v1/traces appended when ``append`` and it is not there) if it is a
-    usable collector URL; else UsageError naming what is wrong (the URL shown escaped)."""
-    shown = ascii(url)
+    usable collector URL; else UsageError naming what is wrong (the URL shown escaped, its
+    credentials masked: the URL was refused, but the error is printed and logged)."""
+    shown = _shown(url)
     if not url.strip():
         raise UsageError(f"{source}: empty URL", hint=_URL_HINT)
     bad = _BAD_CHARS.search(url)
@@ -112,7 +121,9 @@ def _checked_url(url: str, source: str, *, append: bool = False) -> str:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:  # an unclosed [IPv6 bracket, a port that is not a number or out of range
-        raise UsageError(f"{source}: {shown} is not a valid URL ({exc})", hint=_URL_HINT) from None
+        # urllib quotes the bad port, which is a piece of the password when one holds a "/"
+        detail = "" if "@" in url else f" ({exc})"
+        raise UsageError(f"{source}: {shown} is not a valid URL{detail}", hint=_URL_HINT) from None
     if parts.scheme.lower() not in ("http", "https"):
         raise UsageError(f"{source}: {shown} is not an http(s) URL", hint=_URL_HINT)
     if not parts.hostname:
