@@ -252,6 +252,17 @@ def test_env_headers_are_sent_but_cannot_replace_the_content_type(collector):
     assert sent["raw_headers"].get_all("Content-Type") == ["application/json"]
 
 
+def test_v1_traces_goes_on_the_path_not_into_the_query(collector):
+    # A base URL with a query (a tenant, a key a gateway routes on): /v1/traces belongs to
+    # the path; appended to the end of the text it became part of the query and the POST
+    # went to the collector's root path.
+    OtlpHttpExporter(collector.base + "/otlp?tenant=a", env={}).export(_request())
+    OtlpHttpExporter(env={"OTEL_EXPORTER_OTLP_ENDPOINT": collector.base + "?tenant=b"}).export(_request())
+    assert [r["path"] for r in collector.requests] == ["/otlp/v1/traces?tenant=a", "/v1/traces?tenant=b"]
+    assert traces_url("http://h:4318#frag", {}) == "http://h:4318/v1/traces#frag"
+    assert traces_url("http://h:4318/v1/traces?x=1", {}) == "http://h:4318/v1/traces?x=1"
+
+
 def test_endpoint_resolution_order():
     env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:1/x", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://b:2"}
     assert traces_url("http://e:3", env) == "http://e:3/v1/traces"

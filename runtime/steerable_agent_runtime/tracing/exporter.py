@@ -17,7 +17,8 @@ Guarantees:
 - URL resolution (OTLP exporter spec): an explicit endpoint, else
   ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` used as-is, else ``OTEL_EXPORTER_OTLP_ENDPOINT``
   with ``/v1/traces`` appended, else ``http://localhost:4318/v1/traces``. An explicit endpoint is
-  a base URL: ``/v1/traces`` is appended unless its path already ends with it. A URL with
+  a base URL: ``/v1/traces`` is appended unless its path already ends with it. Appending extends
+  the URL's path (``http://h:4318/otlp?tenant=a`` -> ``http://h:4318/otlp/v1/traces?tenant=a``). A URL with
   ``user:password@`` is refused (reports and errors print the URL; use headers).
 - Headers: ``OTEL_EXPORTER_OTLP_HEADERS``, then ``OTEL_EXPORTER_OTLP_TRACES_HEADERS``, then
   explicit headers, later ones winning (``k=v,k2=v2``, values percent-decoded).
@@ -39,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -84,12 +85,14 @@ def traces_url(endpoint: str | None = None, env: Mapping[str, str] | None = None
     if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         return _checked_url(env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"], "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     if env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        return _checked_url(_append(env["OTEL_EXPORTER_OTLP_ENDPOINT"]), "OTEL_EXPORTER_OTLP_ENDPOINT")
+        return _append(_checked_url(env["OTEL_EXPORTER_OTLP_ENDPOINT"], "OTEL_EXPORTER_OTLP_ENDPOINT"))
     return _append(DEFAULT_BASE_ENDPOINT)
 
 
 def _append(base: str) -> str:
-    return base.rstrip("/") + TRACES_PATH
+    """``base`` with /v1/traces appended to its path (a query or fragment stays after it)."""
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + TRACES_PATH))
 
 
 _URL_HINT = "pass the collector's OTLP/HTTP URL, e.g. http://localhost:4318"
