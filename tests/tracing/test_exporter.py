@@ -207,6 +207,16 @@ def test_retries_stop_at_the_deadline(collector):
         assert received in (attempts - 1, attempts) and "connection failed" in str(caught.value)
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "\u00b9\u00b3"])
+def test_a_retry_after_of_non_ascii_digits_is_unreadable_not_a_crash(collector, value):
+    # http.client decodes headers as latin-1, where superscript digits are str.isdigit(); float()
+    # refuses them, and the ValueError escaped the exporter (exit 4, "this is a bug").
+    assert parse_retry_after(value, time.time()) is None
+    sleeps = Sleeps()
+    result = _exporter(collector.answer((503, {"Retry-After": value}, b""), OK), sleep=sleeps).export(_request())
+    assert result.attempts == 2 and len(sleeps.waits) == 1  # the backoff's wait instead
+
+
 def test_a_retry_after_beyond_the_deadline_gives_up_without_waiting(collector):
     sleeps = Sleeps()
     with pytest.raises(ExportError):

@@ -190,7 +190,7 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     if not value or not value.strip():
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # (isdigit alone takes "²", which float() refuses)
         return float(value)
     try:
         moment = parsedate_to_datetime(value)
