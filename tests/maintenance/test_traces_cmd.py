@@ -248,6 +248,15 @@ def test_usage_errors_exit_2(store, extra):
     assert result.stderr.startswith("Error: ") and "Hint: " in result.stderr
 
 
+@pytest.mark.parametrize("headers", ["authorization=Bearer%20sk-SECRET%0A", "Authorization: Bearer sk-SECRET"])
+def test_a_malformed_otel_header_exits_2_without_printing_it(store, monkeypatch, headers):
+    db, _ = store
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", headers)
+    result = invoke("traces", db, "--endpoint", "http://127.0.0.1:9", "--deadline", "0.1")
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.startswith("Error: OTEL_EXPORTER_OTLP_HEADERS: ") and "SECRET" not in result.stderr
+
+
 def test_the_store_itself_is_never_an_output(store):
     db, _ = store
     before = _fingerprints(db.parent)

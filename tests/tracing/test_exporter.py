@@ -317,6 +317,26 @@ def test_header_parsing():
         OtlpHttpExporter("http://h", env={"OTEL_EXPORTER_OTLP_HEADERS": "=x"})
 
 
+@pytest.mark.parametrize("headers, env", [
+    ({"authorization": "Bearer sk-SECRET\n"}, {}),  # a token read from a file, newline and all
+    ({"authorization": "Bearer sk-SECRET\r\nX-Evil: 1"}, {}),
+    ({"authorization": "Bearer sk-SECRET\u2019"}, {}),  # not Latin-1: http.client cannot send it
+    ({"bad name": "sk-SECRET"}, {}),
+    (None, {"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20sk-SECRET%0A"}),
+    (None, {"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "authorization=Bearer%20sk-SECRET%00"}),
+    (None, {"OTEL_EXPORTER_OTLP_HEADERS": "Authorization: Bearer sk-SECRET"}),  # ':' for '='
+    (None, {"OTEL_EXPORTER_OTLP_HEADERS": "x=1,=sk-SECRET"}),
+])
+def test_a_header_http_cannot_send_is_a_usage_error_that_never_prints_its_value(headers, env):
+    # Such a header used to reach http.client, whose ValueError ("Invalid header value
+    # b'Bearer sk-...\n'") escaped export() with the credential in it (exit 4 from the CLI).
+    with pytest.raises(UsageError) as caught:
+        OtlpHttpExporter("http://127.0.0.1:9", headers=headers, env=env)
+    text = f"{caught.value.message} {caught.value.hint}"
+    assert "SECRET" not in text, text
+    assert (next(iter(env)) if env else "headers") in caught.value.message
+
+
 def test_compression_from_env():
     assert configured_gzip(None, {"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}) is True
     assert configured_gzip(None, {"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "none",

@@ -21,7 +21,9 @@ Guarantees:
   the URL's path (``http://h:4318/otlp?tenant=a`` -> ``http://h:4318/otlp/v1/traces?tenant=a``). A URL with
   ``user:password@`` is refused (reports and errors print the URL; use headers).
 - Headers: ``OTEL_EXPORTER_OTLP_HEADERS``, then ``OTEL_EXPORTER_OTLP_TRACES_HEADERS``, then
-  explicit headers, later ones winning (``k=v,k2=v2``, values percent-decoded).
+  explicit headers, later ones winning (``k=v,k2=v2``, values percent-decoded). A header HTTP
+  cannot carry (a line break, a control character, non-Latin-1 text in its value; a name that
+  is not a token) is a UsageError naming it, never printing its value.
   Compression: ``OTEL_EXPORTER_OTLP[_TRACES]_COMPRESSION`` (``gzip`` or ``none``) unless
   given explicitly. A malformed variable is a UsageError naming it.
 """
@@ -142,29 +144,70 @@ def _checked_url(url: str, source: str, *, append: bool = False) -> str:
     return url
 
 
+_HEADER_HINT = "use the form key1=value1,key2=value2 (percent-encode commas), e.g. authorization=Bearer%20TOKEN"
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP token (RFC 9110 field-name)
+# What a field value may not hold (RFC 9110): control characters but HTAB (CR and LF would end
+# the header) and, as http.client encodes values as Latin-1, anything beyond it.
+_BAD_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]|[^\x00-\xff]")
+
+
 def parse_headers(text: str, *, source: str = "OTEL_EXPORTER_OTLP_HEADERS") -> dict[str, str]:
     """Parse ``key=value,key2=value2`` (values percent-decoded, blanks ignored).
 
-    Raises UsageError naming ``source`` for an entry without ``=`` or with an empty key.
+    Raises UsageError naming ``source`` and the entry's position (never its text: a malformed
+    entry may be a credential, e.g. ``Authorization: Bearer ...``) for an entry without ``=`` or
+    with an empty key, and as ``check_headers`` does for a header HTTP cannot carry.
     """
     headers: dict[str, str] = {}
-    for item in text.split(","):
+    for n, item in enumerate(text.split(","), start=1):
         if not item.strip():
             continue
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"{source}: malformed header entry {item.strip()!r}",
-                             hint="use the form key1=value1,key2=value2 (percent-encode commas)")
+        if not sep:
+            raise UsageError(f"{source}: header entry {n} has no '=' (not key=value)", hint=_HEADER_HINT)
+        if not key.strip():
+            raise UsageError(f"{source}: header entry {n} has an empty key", hint=_HEADER_HINT)
         headers[unquote(key.strip())] = unquote(value.strip())
-    return headers
+    return check_headers(headers, source=source)
+
+
+def check_headers(headers: Mapping[str, str], *, source: str = "headers") -> dict[str, str]:
+    """``headers`` as a dict if HTTP can carry each one; else UsageError naming ``source`` and
+    the header, never its value (a credential, as often as not): a name that is not an HTTP
+    token, a value that is not a str or holds a line break, another control character or a
+    character beyond Latin-1. Checked up front: http.client's own refusal quotes the value."""
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise UsageError(f"{source}: {_shown_name(name)} is not a valid HTTP header name",
+                             hint="header names are letters, digits and !#$%&'*+-.^_`|~")
+        if not isinstance(value, str):
+            raise UsageError(f"{source}: header {name!r}: the value is a {type(value).__name__}, not a str",
+                             hint="pass header values as text")
+        bad = _BAD_HEADER_VALUE.search(value)
+        if bad:
+            what = "a character beyond Latin-1" if ord(bad.group()) > 0xff else \
+                "a line break" if bad.group() in "\r\n" else "a control character"
+            raise UsageError(f"{source}: header {name!r}: the value holds {what}",
+                             hint="strip the trailing newline a token read from a file keeps; "
+                                  "HTTP header values are single-line Latin-1 text")
+    return dict(headers)
+
+
+def _shown_name(name: object) -> str:
+    """A refused header name as a message may show it: its first word only, since a name that
+    is no token may be a whole ``Authorization: Bearer ...`` line."""
+    text = str(name)
+    head = re.split(r"[\s:=]", text, maxsplit=1)[0][:40]
+    return f"{head!r}..." if head != text else repr(head)
 
 
 def configured_headers(explicit: Mapping[str, str] | None, env: Mapping[str, str]) -> dict[str, str]:
-    """Env headers then explicit ones, later winning (case-insensitively)."""
+    """Env headers then explicit ones, later winning (case-insensitively); each layer checked
+    (``check_headers``) and named in its error."""
     merged: dict[str, str] = {}
     layers = [parse_headers(env.get(name, ""), source=name)
               for name in ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")]
-    for layer in [*layers, dict(explicit or {})]:
+    for layer in [*layers, check_headers(dict(explicit or {}))]:
         for key, value in layer.items():
             merged = {k: v for k, v in merged.items() if k.lower() != key.lower()}
             merged[key] = value
