@@ -6,7 +6,8 @@ Guarantees:
   ``Content-Type: application/json`` (and ``Content-Encoding: gzip`` when compressing);
   configured headers cannot replace those two or ``Content-Length``.
 - Retries only HTTP 429, 502, 503, 504 and connection failures (refused, reset, dropped
-  mid-response, timed out). The wait honours ``Retry-After`` (delta seconds or an HTTP
+  mid-response, timed out: an attempt gets at most ``timeout`` seconds in all, however slowly
+  the peer answers). The wait honours ``Retry-After`` (delta seconds or an HTTP
   date) when the server sends it, else exponential backoff with jitter. Every attempt and
   every wait fits inside ``deadline`` seconds; when the next wait would pass it, the
   exporter gives up with ExportError instead of sleeping.
@@ -32,11 +33,13 @@ from __future__ import annotations
 
 import gzip as gzip_module
 import http.client
+import io
 import json
 import os
 import math
 import random
 import re
+import socket
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -306,15 +309,29 @@ class OtlpHttpExporter:
         return headers
 
     def _post(self, body: bytes, timeout: float) -> tuple[int, bytes]:
-        """One attempt: (status, body) for a final answer; raises _Retryable or ExportError."""
+        """One attempt: (status, body) for a final answer; raises _Retryable or ExportError.
+
+        The attempt's reads end ``timeout`` seconds after it started, in all: a socket timeout
+        bounds each read, and a peer sending a byte now and then would keep the attempt going
+        past the deadline, so each read of the answer gets only what is left (_DeadlineReader).
+        When the status line and headers came in time they are the answer, even if the body is
+        cut off (a 2xx is then accepted and never re-sent)."""
+        ends = time.monotonic() + timeout
         parts = urlsplit(self.url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         conn_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         conn = conn_type(parts.hostname, parts.port, timeout=timeout)
+        conn.response_class = lambda sock, *args, **kwargs: http.client.HTTPResponse(  # type: ignore[method-assign]
+            _DeadlineSocket(sock, ends), *args, **kwargs)
         try:
+            conn.connect()
+            conn.sock.settimeout(max(0.001, ends - time.monotonic()))  # the send gets what is left too
             conn.request("POST", path, body=body, headers=self._request_headers(body))
             response = conn.getresponse()
-            payload = response.read(_MAX_BODY)
+            try:
+                payload = response.read(_MAX_BODY)
+            except TimeoutError:
+                payload = b""  # the status answered in time; only the body's detail is lost
         except ssl.SSLCertVerificationError as exc:
             raise ExportError(f"{self.url}: TLS certificate rejected: {exc}", endpoint=self.url) from exc
         except (OSError, http.client.HTTPException) as exc:
@@ -351,6 +368,38 @@ class OtlpHttpExporter:
         return ExportResult(endpoint=self.url, outcome="partial_success" if rejected else "success",
                             http_status=status, attempts=attempts, spans=spans, rejected_spans=rejected,
                             message=message, elapsed_seconds=round(time.monotonic() - started, 6))
+
+
+class _DeadlineSocket:
+    """What http.client's response reads from: the socket, each read given only the time left
+    until ``ends`` (so the whole answer, not each read, is bounded)."""
+
+    def __init__(self, sock: socket.socket, ends: float) -> None:
+        self._sock, self._ends = sock, ends
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        # the socket's own raw file underneath: it keeps the socket open until the response is
+        # closed, as http.client expects when it closes the connection of a 'Connection: close'
+        return io.BufferedReader(_DeadlineReader(self._sock, self._sock.makefile("rb", buffering=0), self._ends))
+
+
+class _DeadlineReader(io.RawIOBase):
+    def __init__(self, sock: socket.socket, raw: Any, ends: float) -> None:
+        self._sock, self._raw, self._ends = sock, raw, ends
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._ends - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out: no complete answer in the attempt's time")
+        self._sock.settimeout(left)
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 def _partial_success(payload: bytes) -> tuple[int, str | None]:
