@@ -299,3 +299,18 @@ def test_encoded_request_is_strict_json():
         "scopeSpans": [{"scope": {"name": "steerable_agent_runtime.tracing"}, "spans": []}]}]}
     with pytest.raises(ValueError):
         encode_request({"x": float("nan")})
+
+
+def test_a_stored_end_before_its_start_never_gives_a_negative_duration():
+    # The recorder never writes one (its clock is clamped), but rows another writer stored
+    # through the StorageAdapter, or copied in, can hold one; a collector reads a negative
+    # duration as a huge unsigned one (Jaeger: end - start in uint64).
+    trace = HarnessTrace(trace_id="ab" * 16, session_id="s", chat_id="c", user_id="u",
+                         started_at="2026-01-01T00:00:05Z", ended_at="2026-01-01T00:00:01Z", outcome="ok")
+    span = TraceSpan(span_id="cd" * 8, name="t", start_at="2026-01-01T00:00:03Z",
+                     end_at="2026-01-01T00:00:02.5Z", kind="tool")
+    request = export_request([TraceBundle(trace=trace, spans=[span])])
+    parse_strict(request)  # asserts end >= start for every span
+    root, tool = request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert root["endTimeUnixNano"] == root["startTimeUnixNano"] == unix_nanos("2026-01-01T00:00:05Z")
+    assert tool["endTimeUnixNano"] == tool["startTimeUnixNano"] == unix_nanos("2026-01-01T00:00:03Z")

@@ -6,7 +6,9 @@ Guarantees (OTLP JSON encoding, opentelemetry-proto ``docs/specification.md``):
 - keys are lowerCamelCase; ``traceId`` is 32 and ``spanId``/``parentSpanId`` 16 lowercase hex
   digits (not base64), never all zero; ``kind`` and ``status.code`` are integers;
   ``startTimeUnixNano``/``endTimeUnixNano``/``timeUnixNano`` are decimal strings of
-  nanoseconds since the Unix epoch, within fixed64's range (clamped at both ends).
+  nanoseconds since the Unix epoch, within fixed64's range (clamped at both ends); a span
+  never ends before it starts (a stored end before its start, which only another writer can
+  leave, exports as the start).
 - attributes are typed AnyValues: bool is checked before int; ints in int64 range are
   ``intValue`` decimal strings (wider ints become ``stringValue``); non-finite floats are
   ``doubleValue`` ``"NaN"``/``"Infinity"``/``"-Infinity"`` (the proto3 JSON spelling, since
@@ -75,6 +77,12 @@ def unix_nanos(timestamp: str) -> str:
     return str(min(max(0, micros) * 1000, _UINT64_MAX))
 
 
+def _start_end(start: str, end: str) -> tuple[str, str]:
+    """(startTimeUnixNano, endTimeUnixNano), the end never before the start."""
+    start_ns, end_ns = unix_nanos(start), unix_nanos(end)
+    return start_ns, end_ns if int(end_ns) >= int(start_ns) else start_ns
+
+
 def any_value(value: Any) -> dict[str, Any]:
     """The OTLP AnyValue of a JSON-like Python value (see module guarantees)."""
     if isinstance(value, bool):
@@ -133,9 +141,10 @@ def _root_span(trace: HarnessTrace, otlp_trace_id: str, end: str) -> dict[str, A
     if otlp_trace_id != trace.trace_id:
         attrs["steerable.trace_id"] = trace.trace_id
     status = {"error": STATUS_ERROR, "ok": STATUS_OK}.get(trace.outcome or "", STATUS_UNSET)
+    start_ns, end_ns = _start_end(trace.started_at, end)
     span = {"traceId": otlp_trace_id, "spanId": root_span_id(trace.trace_id), "name": ROOT_SPAN_NAME,
-            "kind": SPAN_KIND_INTERNAL, "startTimeUnixNano": unix_nanos(trace.started_at),
-            "endTimeUnixNano": unix_nanos(end), "attributes": attributes(attrs),
+            "kind": SPAN_KIND_INTERNAL, "startTimeUnixNano": start_ns,
+            "endTimeUnixNano": end_ns, "attributes": attributes(attrs),
             "status": {"code": status}}
     if status == STATUS_ERROR:
         span["status"]["message"] = f"run ended with outcome {trace.outcome}"
@@ -167,10 +176,10 @@ def _child_span(bundle: TraceBundle, span: TraceSpan, otlp_trace_id: str, fallba
     if span.end_at is None:
         attrs["steerable.span.open"] = True
     parent = otlp_id(span.parent_id, 8, salt=trace_id) if span.parent_id else root_span_id(trace_id)
+    start_ns, end_ns = _start_end(span.start_at, span.end_at or fallback_end)
     return {"traceId": otlp_trace_id, "spanId": span_id, "parentSpanId": parent, "name": span.name,
             "kind": _KIND_TO_OTLP.get(span.kind or "", SPAN_KIND_INTERNAL),
-            "startTimeUnixNano": unix_nanos(span.start_at),
-            "endTimeUnixNano": unix_nanos(span.end_at or max(fallback_end, span.start_at)),
+            "startTimeUnixNano": start_ns, "endTimeUnixNano": end_ns,
             "attributes": attributes(attrs), "events": events, "status": _span_status(span)}
 
 
