@@ -149,6 +149,22 @@ def test_secret_keys_are_recognised_in_any_case_and_separator_style(key):
 
 
 @pytest.mark.parametrize("key", [
+    "accesstoken", "ACCESSTOKEN", "authtoken", "refreshtoken", "idtoken", "apitoken", "x-authtoken",
+    "githubtoken", "sessiontoken",
+])
+def test_a_token_key_written_as_one_word_is_a_secret(key):
+    # Flat case (ngrok's authtoken, an env-style ACCESSTOKEN) is a separator style too: it
+    # was caught for password, apikey and secret (substrings) but not for token.
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", ["maxtoken", "maxtokens", "prompttokens", "completiontokens", "tokencount",
+                                 "totaltokens", "accesstoken_count"])
+def test_token_counts_written_as_one_word_are_not_secrets(key):
+    assert not is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", [
     "max_tokens", "maxTokens", "prompt_tokens", "completion_tokens", "token_count", "tokens",
     "model", "path", "author", "llm.attempt", "status", "key", "tool_name",
 ])

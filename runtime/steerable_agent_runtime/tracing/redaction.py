@@ -41,14 +41,18 @@ def is_secret_key(key: str) -> bool:
     """Whether an attribute key names a secret (case-insensitive, any separator style).
 
     ``password``, ``db_password``, ``clientSecret``, ``x-api-key``, ``Authorization``,
-    ``access_token`` and ``aws_credentials`` are secrets; ``max_tokens``, ``token_count``
-    and ``prompt_tokens`` are not.
+    ``access_token``, ``accesstoken`` and ``aws_credentials`` are secrets; ``max_tokens``,
+    ``token_count`` and ``prompt_tokens`` are not.
     """
     words = [w.lower() for w in _WORD.findall(key)]
     joined = "".join(words)
     if any(part in joined for part in _SECRET_SUBSTRINGS):
         return True
     hits = _SECRET_WORDS.intersection(words)
+    # a token run together with what it is ("accesstoken", "AUTHTOKEN": no separator to split
+    # on), but not a count run together ("maxtoken"; "prompttokens" is plural, never matched)
+    if any(w.endswith("token") and len(w) > 5 and w[:-5] not in _COUNT_WORDS for w in words):
+        hits = hits | {"token"}
     if hits == {"token"} and _COUNT_WORDS.intersection(words):
         return False
     return bool(hits)
