@@ -115,6 +115,22 @@ def has_lone_surrogate(text: str) -> bool:
     return False
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str every surrogate code point is a lone one
+
+
+def replace_lone_surrogates(value: Any) -> Any:
+    """``value`` with each lone surrogate of its strings (dict keys too, through dicts and lists)
+    replaced by U+FFFD, so UTF-8 can carry it; a string without one is returned as it is. The one
+    copy of this rule (the loop's record, the trace recorder and the sidecar's output use it)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if has_lone_surrogate(value) else value
+    if isinstance(value, dict):
+        return {replace_lone_surrogates(k): replace_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [replace_lone_surrogates(item) for item in value]
+    return value
+
+
 def _check_timestamp(value: str) -> str:
     # Fast path for the stored form (every read goes through here): keep it as it is.
     # Other text of the same length (an ISO week date, a comma before the fraction) is

@@ -11,28 +11,13 @@ a lone surrogate as its JSON escape.
 
 from __future__ import annotations
 
-import re
-from typing import Any
 
-from ..models import LLMMessage, has_lone_surrogate
+from ..models import LLMMessage, has_lone_surrogate, replace_lone_surrogates
 
 __all__ = ["clean_message", "has_lone_surrogate"]
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value) if has_lone_surrogate(value) else value
-    if isinstance(value, dict):
-        return {_clean(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
-
 
 def clean_message(message: LLMMessage) -> LLMMessage:
     """``message`` with every lone surrogate replaced by U+FFFD (the same instance when it has none)."""
     wire = message.to_wire()
-    cleaned = _clean(wire)
+    cleaned = replace_lone_surrogates(wire)
     return message if cleaned == wire else LLMMessage.model_validate(cleaned)

@@ -40,8 +40,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..errors import UsageError
-from ..models import (AgentSession, HarnessTrace, SpanKind, TraceEvent, TraceOutcome, TraceSpan, has_lone_surrogate,
-                      normalize_timestamp, utc_now)
+from ..models import (AgentSession, HarnessTrace, SpanKind, TraceEvent, TraceOutcome, TraceSpan, normalize_timestamp,
+                      replace_lone_surrogates, utc_now)
 from ..storage import StorageAdapter
 from .redaction import redact
 
@@ -49,7 +49,6 @@ _RANDOMNESS_BITS = 56
 _RANDOMNESS_MASK = (1 << _RANDOMNESS_BITS) - 1
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -98,13 +97,7 @@ def is_sampled(trace_id: str, sample_rate: float) -> bool:
 def _storable(value: Any) -> Any:
     """``value`` with every lone surrogate in its strings (dict keys too) replaced by U+FFFD:
     UTF-8, and so every store, refuses one, and the write would fail the traced run."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value) if has_lone_surrogate(value) else value
-    if isinstance(value, dict):
-        return {_storable(k): _storable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_storable(item) for item in value]
-    return value
+    return replace_lone_surrogates(value)
 
 
 def _clean_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:

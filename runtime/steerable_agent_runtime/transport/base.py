@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..models import has_lone_surrogate
+from ..models import replace_lone_surrogates
 
 # built once (json.dumps with separators builds one per call); allow_nan=False: NaN is no JSON
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
-_SURROGATE = re.compile("[\ud800-\udfff]")
 SURROGATE_ESCAPE = "\\ud"  # how an ASCII encoder writes any surrogate: half of a pair, or a lone one
 
 
@@ -31,7 +29,7 @@ def dumps(value: Any) -> str:
 
 def clean_text(text: str) -> str:
     """``text`` with each lone surrogate replaced by U+FFFD (itself when it has none)."""
-    return _SURROGATE.sub("\ufffd", text) if has_lone_surrogate(text) else text
+    return replace_lone_surrogates(text)
 
 
 def _sanitize(value: Any) -> Any:
