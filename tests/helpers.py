@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sqlite3
 from pathlib import Path
 from typing import Any, Coroutine, TypeVar
 
@@ -101,3 +102,20 @@ def wal_only_copy(source: Path, db: Path, statement: str) -> Path:
     for leftover in db.parent.glob(f"{template.name}*"):
         leftover.unlink()
     return db
+
+
+def plant_history_row(db: Path | str, record_id: str, seq: int, v: int, raw: str, *, checkpoint: bool = False) -> None:
+    """Write ``raw`` as history row ``(record_id, seq)`` of version ``v`` (type ``item``) with the
+    checksum this build computes, as another SQLite client (or a newer build) would: sound on
+    disk, whatever ``raw`` holds. ``checkpoint``: move it from the -wal into the db file."""
+    from steerable_agent_runtime.storage.checksum import row_crc
+
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, 'item', ?, ?, ?)",
+                     (record_id, seq, v, BASE, raw, row_crc("history", (record_id, seq), raw)))
+        conn.commit()
+        if checkpoint:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()

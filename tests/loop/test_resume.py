@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
 from steerable_agent_runtime import (
@@ -16,9 +15,8 @@ from steerable_agent_runtime import (
 from steerable_agent_runtime.llm import ScriptedProvider
 from steerable_agent_runtime.loop import INTERRUPTED_ERROR, CoreLoop, repair_dangling
 from steerable_agent_runtime.models import LLMMessage
-from steerable_agent_runtime.storage.checksum import row_crc
 
-from tests.helpers import digest_files, run
+from tests.helpers import digest_files, plant_history_row, run
 from tests.loop.kit import USER, completion, drain, make_router, run_loop
 
 CALLS = [{"id": "a", "name": "read_note", "arguments": {"name": "x"}},
@@ -120,12 +118,7 @@ def test_resume_of_a_record_from_a_newer_build_raises_and_changes_no_byte(tmp_pa
     run(store.close())
     raw = ('{"v":3,"type":"item","seq":3,"at":"2026-01-01T00:00:00.000000Z",'
            '"message":{"role":"user","content":"x"},"parts":[]}')
-    conn = sqlite3.connect(db)
-    conn.execute("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES ('c1', 3, 3, 'item', "
-                 "'2026-01-01T00:00:00.000000Z', ?, ?)", (raw, row_crc("history", ("c1", 3), raw)))
-    conn.commit()
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
+    plant_history_row(db, "c1", 3, 3, raw, checkpoint=True)
     run(SqliteStorage(db).close())
     before = digest_files(tmp_path)
     store = SqliteStorage(db)

@@ -170,12 +170,10 @@ def test_stdout_carries_only_protocol_even_when_something_prints(tmp_path):
 
 
 def _plant_newer_entry(db) -> None:
-    import sqlite3
 
     from steerable_agent_runtime import SqliteStorage
-    from steerable_agent_runtime.storage.checksum import row_crc
 
-    from tests.helpers import item, run
+    from tests.helpers import item, plant_history_row, run
 
     store = SqliteStorage(db)
     run(store.append_history("c1", [item("hello"), item("hi", role="assistant")]))
@@ -185,11 +183,7 @@ def _plant_newer_entry(db) -> None:
     run(store.close())
     raw = ('{"v":3,"type":"item","seq":3,"at":"2026-01-01T00:00:00.000000Z",'
            '"message":{"role":"user","content":"x"},"parts":[]}')
-    conn = sqlite3.connect(db)
-    conn.execute("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES ('c1', 3, 3, 'item', "
-                 "'2026-01-01T00:00:00.000000Z', ?, ?)", (raw, row_crc("history", ("c1", 3), raw)))
-    conn.commit()
-    conn.close()
+    plant_history_row(db, "c1", 3, 3, raw)
 
 
 def _history_rows(db) -> list:
@@ -307,12 +301,10 @@ def test_a_record_holding_a_lone_surrogate_another_program_wrote_is_32002_on_res
     wrote it; steerable-maint check calls it row-json-invalid) cannot be sent to any model: a
     resume is refused on the request, naming the row, with the remedy, and writes nothing
     (it used to start the stream, which failed -32603 'see the logs' with nothing logged)."""
-    import sqlite3
 
     from steerable_agent_runtime import SqliteStorage
-    from steerable_agent_runtime.storage.checksum import row_crc
 
-    from tests.helpers import item, run
+    from tests.helpers import item, plant_history_row, run
 
     db = tmp_path / "s.db"
     store = SqliteStorage(db)
@@ -320,11 +312,7 @@ def test_a_record_holding_a_lone_surrogate_another_program_wrote_is_32002_on_res
     run(store.close())
     raw = ('{"v":2,"type":"item","seq":2,"at":"2026-01-01T00:00:00.000000Z",'
            '"message":{"role":"assistant","content":"half \\ud83d of it"}}')
-    conn = sqlite3.connect(db)
-    conn.execute("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES ('c1', 2, 2, 'item', "
-                 "'2026-01-01T00:00:00.000000Z', ?, ?)", (raw, row_crc("history", ("c1", 2), raw)))
-    conn.commit()
-    conn.close()
+    plant_history_row(db, "c1", 2, 2, raw)
     before = _history_rows(db)
     sc = spawn("--storage-path", str(db))
     sc.wait_ready()

@@ -15,9 +15,8 @@ from steerable_agent_runtime import (
     SqliteStorage,
     resume_transcript,
 )
-from steerable_agent_runtime.storage.checksum import row_crc
 from steerable_agent_runtime.storage.schema import APPLICATION_ID
-from tests.helpers import boundary, digest_files, item, run, unprivileged
+from tests.helpers import boundary, digest_files, item, plant_history_row, run, unprivileged
 
 
 @pytest.fixture
@@ -38,12 +37,7 @@ def make_store_with_raw_entry(path, raw: str) -> None:
     store = SqliteStorage(path)
     run(store.append_history("c1", [boundary("summary"), item("a")]))
     run(store.close())
-    conn = sqlite3.connect(path)
-    conn.execute("INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES ('c1', 3, 3, 'item', "
-                 "'2026-01-01T00:00:00.000000Z', ?, ?)", (raw, row_crc("history", ("c1", 3), raw)))
-    conn.commit()
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
+    plant_history_row(path, "c1", 3, 3, raw, checkpoint=True)
 
 
 V3 = '{"v":3,"type":"item","seq":3,"at":"2026-01-01T00:00:00.000000Z","message":{"role":"user","content":"x"},"parts":[]}'
