@@ -10,15 +10,14 @@ Guarantees (property tests in tests/maintenance/test_check_commonrows.py hold th
 - ``common_item(data)`` returns a dict only when ``from_json(data)`` is a dict that the
   plain-item test of rows.py accepts (given columns that equal its "v", "type", "seq" and
   "at"): "v" the integer RECORD_FORMAT_VERSION, "type" "item", "seq" an integer, "at" text,
-  "message" an object with a chat role and text content; and its "seq" and "at" are the
-  returned dict's. For any other input it raises ValueError (TypeError for a value that is
+  "message" an object with a chat role and text, list or null content; and its "seq" and
+  "at" are the returned dict's. For any other input it raises ValueError (TypeError for a value that is
   neither bytes nor str).
 - ``common_message(data)`` returns a dict only when ``from_json(data)`` is a dict the
   messages loop's inline test accepts (given columns equal to its fields): "id", "chatId",
   "createdAt" and "content" text, "role" a chat role; those three are the returned dict's.
 
-They accept less than the inline tests (no null or part-list content, no float version): a
-refusal decides nothing, the loop then judges the row as before. Extra keys are ignored (as
+They accept less than the inline tests (no float version): a refusal decides nothing, the loop then judges the row as before. Extra keys are ignored (as
 the inline tests ignore them); a repeated key is validated in every occurrence and the last
 one kept, as ``from_json`` keeps it.
 """
@@ -34,6 +33,11 @@ from ...models import CHAT_ROLES
 
 _TEXT = cs.str_schema(strict=True)
 _ROLE = cs.literal_schema(sorted(CHAT_ROLES))
+_CONTENT = cs.nullable_schema(cs.union_schema([_TEXT, cs.list_schema(cs.any_schema(), strict=True)],
+                                              mode="left_to_right"))
+"""An LLM message's content as the plain-item test takes it: text (tried first: most rows), a
+list of parts (its items not looked at, as that test does not look at them), or null (a
+tool-call-only assistant turn: the runtime writes it so)."""
 
 
 def _required(schema: Any) -> Any:
@@ -50,7 +54,7 @@ _ITEM = _object({
     "type": _required(cs.literal_schema(["item"])),
     "seq": _required(cs.int_schema(strict=True)),
     "at": _required(_TEXT),
-    "message": _required(_object({"role": _required(_ROLE), "content": _required(_TEXT)})),
+    "message": _required(_object({"role": _required(_ROLE), "content": _required(_CONTENT)})),
 })
 
 _MESSAGE = _object({
