@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from steerable_agent_runtime.history import is_plain_item
 from steerable_agent_runtime.maintenance.salvage.rows import LIVE_VALID, data_valid, is_simple_item, parsed_valid
+from steerable_agent_runtime.maintenance.salvage.shapes import simple_item
 from pydantic_core import from_json
 
 _stamps = st.one_of(st.just("2026-01-01T00:00:00.000000Z"), st.just("2026-02-30T00:00:00.000000Z"),
@@ -70,7 +71,7 @@ def test_tool_call_items_take_the_fast_test_and_near_misses_do_not():
     accepted = [_item(role="assistant", content="", toolCalls=[call]), _item(role="tool", content="{}", toolCallId="c1", name="f"),
                 _item(role="user", content="hi"), _item(role="assistant", content="x", toolCalls=[])]
     refused = [_item(role="tool", content="x", toolCallId=7), _item(role="assistant", content="x", tool_calls=[call]),
-               _item(role="assistant", content="x", toolCalls=[call, "no"]), _item(role="tool", content=None, name="f"),
+               _item(role="assistant", content="x", toolCalls=[call, "no"]), _item(role="tool", name="f"),
                _item(role="robot", content="x"), _item(role="user", content="x", extra=1),
                {**_item(role="user", content="x"), "at": "2026-02-30T00:00:00.000000Z"},
                {**_item(role="user", content="x"), "v": 1}]
@@ -79,8 +80,19 @@ def test_tool_call_items_take_the_fast_test_and_near_misses_do_not():
     assert all(data_valid("history", json.dumps(e).encode()) for e in accepted)
 
 
+def test_an_assistant_turn_that_only_calls_tools_takes_the_fast_test():
+    """The runtime writes a tool-call-only assistant turn with null content (llm/types.py):
+    the commonest item after text ones in an agent's record, so the export's fast path."""
+    call = {"id": "c1", "name": "read_file", "arguments": {"path": "a.py"}}
+    entry = _item(role="assistant", content=None, toolCalls=[call])
+    assert is_simple_item(entry) and data_valid("history", json.dumps(entry).encode())
+    data = json.dumps(entry, separators=(",", ":")).encode()
+    assert simple_item(data)["seq"] == 3
+
+
 # rows.is_simple_item as it was before it tested the role's type and skipped the tool-call
-# tests for a message of only role and content (commit 561ba48): the reference.
+# tests for a message of only role and content (commit 561ba48), with null content accepted
+# since (a tool-call-only assistant turn): the reference.
 def _reference_simple_item(entry):
     from steerable_agent_runtime.history import RECORD_FORMAT_VERSION
     from steerable_agent_runtime.models import CHAT_ROLES, is_stored_timestamp
@@ -91,7 +103,8 @@ def _reference_simple_item(entry):
     if not (type(v) is int and v == RECORD_FORMAT_VERSION and entry.get("type") == "item"
             and type(entry.get("seq")) is int and type(msg) is dict
             and msg.keys() <= frozenset({"role", "content", "toolCalls", "toolCallId", "name"})
-            and msg.get("role") in CHAT_ROLES and type(msg.get("content")) is str):
+            and msg.get("role") in CHAT_ROLES
+            and (type(msg.get("content")) is str or ("content" in msg and msg["content"] is None))):
         return False
     calls = msg.get("toolCalls", [])
     if "toolCalls" in msg and (type(calls) is not list or not all(type(call) is dict for call in calls)):

@@ -138,8 +138,9 @@ def is_simple_item(entry: Any) -> bool:
     """A fast, conservative test for the other common history entry: an ``item`` whose
     message holds a tool call list or answers one (is_plain_item's test of the envelope:
     exactly v, type, seq, at and message, current v, integer seq, a timestamp in stored
-    form), with a known role, text ``content``, and besides those only ``toolCalls`` (a
-    list of JSON objects), ``toolCallId`` and ``name`` (text), each spelled in camelCase.
+    form), with a known role, text or null ``content`` (null: a tool-call-only assistant
+    turn, as the runtime writes it), and besides those only ``toolCalls`` (a list of JSON
+    objects), ``toolCallId`` and ``name`` (text), each spelled in camelCase.
 
     Guarantee: every entry it accepts validates (data_valid of its JSON is True; a property
     test checks this). False decides nothing: validate such an entry in full.
@@ -148,7 +149,8 @@ def is_simple_item(entry: Any) -> bool:
         return False
     v, msg = entry.get("v"), entry.get("message")
     if not (type(v) is int and v == RECORD_FORMAT_VERSION and entry.get("type") == "item"
-            and type(entry.get("seq")) is int and type(msg) is dict and type(msg.get("content")) is str):
+            and type(entry.get("seq")) is int and type(msg) is dict
+            and (type(content := msg.get("content")) is str or (content is None and "content" in msg))):
         return False
     role = msg.get("role")
     if type(role) is not str or role not in CHAT_ROLES:  # (a list or an object is no role, and unhashable)

@@ -72,7 +72,7 @@ _ITEM = _object({
     "at": _required(_STAMP),
     "message": _required(_object({
         "role": _required(_ROLE),
-        "content": _required(_text()),
+        "content": _required(cs.nullable_schema(_text())),
         "toolCalls": _optional(cs.list_schema(cs.dict_schema(cs.str_schema(strict=True), cs.any_schema(), strict=True),
                                               strict=True)),
         "toolCallId": _optional(_text()),
