@@ -253,7 +253,9 @@ def test_several_system_messages_join_and_openai_form_tool_calls_are_accepted():
                 LLMMessage(role="tool", tool_call_id="c1", content=[{"type": "text", "text": "done"}]),
                 LLMMessage(role="tool", tool_call_id="c2", content=""),
                 LLMMessage(role="assistant", content="")]
-    body = AnthropicProvider("m", "k").build_body(messages, tool_choice={"type": "function", "function": {"name": "f"}})
+    f_tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    body = AnthropicProvider("m", "k").build_body(messages, tools=[f_tool],
+                                                  tool_choice={"type": "function", "function": {"name": "f"}})
     assert body["system"] == "A.\n\nB."
     assert body["messages"] == [
         {"role": "user", "content": "go"},

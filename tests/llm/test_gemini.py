@@ -156,8 +156,9 @@ def test_tool_result_without_a_matching_call_is_refused_and_nothing_sent():
 def test_a_tool_result_may_name_its_function_itself():
     messages = [LLMMessage(role="user", content="hi"),
                 LLMMessage(role="tool", tool_call_id="elsewhere", name="lookup", content="x")]
+    lookup = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
     body = GoogleGenAIProvider("gemini-2.5-flash", "k").build_body(
-        messages, tool_choice={"type": "function", "function": {"name": "lookup"}})
+        messages, tools=[lookup], tool_choice={"type": "function", "function": {"name": "lookup"}})
     assert body["contents"][0]["parts"][1] == {"functionResponse": {"name": "lookup", "response": {"result": "x"}}}
     assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["lookup"]}}
 

@@ -14,7 +14,9 @@ The conversion (guaranteed, and asserted against the request the official SDK se
   messages (tool results, then user text) are merged into one user turn, so parallel calls'
   results travel together as the API requires;
 - tools become ``{name, description, input_schema}``; tool_choice auto / required / none /
-  a named function becomes ``auto`` / ``any`` / ``none`` / ``tool``.
+  a named function becomes ``auto`` / ``any`` / ``none`` / ``tool``; without tools, auto and
+  none are left out and required or a named function raise (:func:`.transcript.tool_choice_to_send`:
+  the API answers a tool_choice without tools with a 400).
 
 Raises ProviderConfigError for content or tool calls it cannot convert (ToolDefinitionError
 for a tool that is not in OpenAI function form); nothing is sent.
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .parts import Part, TextPart, parse_parts, text_of
 from .tooldefs import function_tools
-from .transcript import assistant_tool_calls, tool_choice_mode
+from .transcript import assistant_tool_calls, tool_choice_to_send
 
 if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
     from ..models import LLMMessage
@@ -60,8 +62,9 @@ def build_body(
     converted = [_tool(t) for t in function_tools(tools, provider=PROVIDER)]
     if converted:
         body["tools"] = converted
-    if tool_choice is not None:
-        body["tool_choice"] = _tool_choice(tool_choice)
+    choice = tool_choice_to_send(tool_choice, has_tools=bool(converted), provider=PROVIDER)
+    if choice is not None:
+        body["tool_choice"] = _tool_choice(*choice)
     if temperature is not None:
         body["temperature"] = temperature
     if thinking_budget:
@@ -136,8 +139,7 @@ def _tool(tool: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _tool_choice(tool_choice: Any) -> dict[str, Any]:
-    mode, name = tool_choice_mode(tool_choice, provider=PROVIDER)
+def _tool_choice(mode: str, name: str | None) -> dict[str, Any]:
     if mode == "function":
         return {"type": "tool", "name": name}
     return {"type": {"auto": "auto", "required": "any", "none": "none"}[mode]}

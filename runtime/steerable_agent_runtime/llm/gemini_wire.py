@@ -16,7 +16,10 @@ The conversion (guaranteed, and asserted against the request the google-genai SD
   transcript that lost its signatures (a turn resumed from the record, another model's calls);
 - tools become one ``{"functionDeclarations": [...]}`` entry with ``parametersJsonSchema``
   (full JSON Schema, as pydantic writes it); tool_choice maps to ``toolConfig`` modes
-  AUTO / ANY / NONE (a named function: ANY with ``allowedFunctionNames``);
+  AUTO / ANY / NONE (a named function: ANY with ``allowedFunctionNames``); without tools there
+  is no ``toolConfig`` (auto and none are left out, required or a named function raise:
+  :func:`.transcript.tool_choice_to_send`; the API answers one without function declarations
+  with a 400);
 - temperature, max_tokens and thinking_budget go to ``generationConfig``.
 
 Raises ProviderConfigError for content or tool calls it cannot convert and a tool result whose
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ProviderConfigError
 from .parts import Part, TextPart, parse_parts, text_of
 from .tooldefs import function_tools
-from .transcript import assistant_tool_calls, tool_call_names, tool_choice_mode
+from .transcript import assistant_tool_calls, tool_call_names, tool_choice_to_send
 
 if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
     from ..models import LLMMessage
@@ -68,8 +71,9 @@ def build_body(
     declarations = [_declaration(t) for t in function_tools(tools, provider=PROVIDER)]
     if declarations:
         body["tools"] = [{"functionDeclarations": declarations}]
-    if tool_choice is not None:
-        body["toolConfig"] = {"functionCallingConfig": _calling_config(tool_choice)}
+    choice = tool_choice_to_send(tool_choice, has_tools=bool(declarations), provider=PROVIDER)
+    if choice is not None:
+        body["toolConfig"] = {"functionCallingConfig": _calling_config(*choice)}
     config: dict[str, Any] = {}
     if temperature is not None:
         config["temperature"] = temperature
@@ -154,8 +158,7 @@ def _declaration(tool: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _calling_config(tool_choice: Any) -> dict[str, Any]:
-    mode, name = tool_choice_mode(tool_choice, provider=PROVIDER)
+def _calling_config(mode: str, name: str | None) -> dict[str, Any]:
     if mode == "function":
         return {"mode": "ANY", "allowedFunctionNames": [name]}
     return {"mode": {"auto": "AUTO", "required": "ANY", "none": "NONE"}[mode]}

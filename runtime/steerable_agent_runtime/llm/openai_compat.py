@@ -31,8 +31,9 @@ Guarantees, on top of :class:`~.types.LLMProvider`'s:
   Anything after ``[DONE]`` is ignored; the body's end is awaited briefly (:func:`finish_body`)
   so the connection can serve the next request.
 
-Raises ProviderConfigError (no model, a base URL that is not http(s)), ToolDefinitionError
-(a tool not in OpenAI function form), and LLMError for every request failure.
+Raises ProviderConfigError (no model, a base URL that is not http(s); a tool_choice not
+understood, or one that needs tools on a request without: ``transcript.tool_choice_to_send``),
+ToolDefinitionError (a tool not in OpenAI function form), and LLMError for every request failure.
 """
 
 from __future__ import annotations
@@ -127,8 +128,9 @@ class OpenAICompatProvider(BearerEndpoint):
         defs = function_tools(tools, provider=self.name)
         if defs:
             body["tools"] = [{"type": "function", "function": d} for d in defs]
-            if options.get("tool_choice") is not None:
-                body["tool_choice"] = wire_tool_choice(options["tool_choice"], self.name, nested=True)
+        choice = wire_tool_choice(options.get("tool_choice"), self.name, nested=True, has_tools=bool(defs))
+        if choice is not None:
+            body["tool_choice"] = choice
         if temperature is not None:
             body["temperature"] = temperature
         if options.get("max_tokens") is not None:
@@ -355,14 +357,19 @@ def parse_arguments(text: str, name: str, provider: str) -> dict[str, Any]:
     return decode_arguments(text)
 
 
-def wire_tool_choice(choice: Any, provider: str, *, nested: bool) -> Any:
+def wire_tool_choice(choice: Any, provider: str, *, nested: bool, has_tools: bool) -> Any:
     """An OpenAI-form tool_choice for the wire: chat/completions nests the name, Responses does not.
 
-    Raises ProviderConfigError for a choice that is not auto | required | none | a named function.
+    None when there is none to send (none given; auto or none without tools). Raises
+    ProviderConfigError for a choice that is not auto | required | none | a named function, and
+    for required or a named function without tools (:func:`.transcript.tool_choice_to_send`).
     """
-    from .transcript import tool_choice_mode
+    from .transcript import tool_choice_to_send
 
-    mode, name = tool_choice_mode(choice, provider=provider)
+    to_send = tool_choice_to_send(choice, has_tools=has_tools, provider=provider)
+    if to_send is None:
+        return None
+    mode, name = to_send
     if name is None:
         return mode
     return {"type": "function", "function": {"name": name}} if nested else {"type": "function", "name": name}

@@ -23,7 +23,7 @@ OpenAI's side; every request carries the whole transcript as input items: messag
   without the option. The default (None) turns it on for OpenAI reasoning model names only.
 
 Raises ProviderConfigError (no model, a base URL that is not http(s), a keep_reasoning that is
-not a bool or None),
+not a bool or None, a tool_choice not understood or needing tools on a request without),
 ToolDefinitionError (a tool not in OpenAI function form), and LLMError for every request failure.
 """
 
@@ -81,8 +81,9 @@ class OpenAIResponsesProvider(BearerEndpoint):
             # Responses reads a tool without `strict` as strict (every property required, no
             # optional argument left); an OpenAI-form tool is non-strict unless it says so
             body["tools"] = [{"type": "function", "strict": False, **d} for d in defs]
-            if options.get("tool_choice") is not None:
-                body["tool_choice"] = wire_tool_choice(options["tool_choice"], self.name, nested=False)
+        choice = wire_tool_choice(options.get("tool_choice"), self.name, nested=False, has_tools=bool(defs))
+        if choice is not None:
+            body["tool_choice"] = choice
         if temperature is not None:
             body["temperature"] = temperature
         if options.get("max_tokens") is not None:

@@ -3,6 +3,11 @@
 Tool calls on an assistant LLMMessage are ``ToolCall.to_wire()`` dicts ``{id, name,
 arguments}``; OpenAI's ``{id, function: {name, arguments: "<json>"}}`` is read too. Anything
 else raises :class:`~.errors.ProviderConfigError` naming the call; nothing is sent.
+
+A tool_choice on a request without tools (:func:`tool_choice_to_send`), one rule for every
+wire, since each API refuses a tool_choice without tools with a 400: "auto" and "none" are left
+out of the body (without tools the model calls none either way); "required" and a named function,
+which no request without tools can honour, raise ProviderConfigError before anything is sent.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ if TYPE_CHECKING:  # pydantic loads with the first message, not with this module
 
 _CALL_HINT = "give tool calls as {'id', 'name', 'arguments': {...}} (ToolCall.to_wire())"
 _CHOICE_HINT = "use 'auto', 'required', 'none' or {'type': 'function', 'function': {'name': ...}}"
+_NO_TOOLS_HINT = ("pass the tools the model may call (tools=router.describe()), or use tool_choice 'auto' or "
+                  "'none' (or leave it out) on a request without tools")
 
 
 def assistant_tool_calls(message: LLMMessage, *, provider: str) -> list[ToolCall]:
@@ -62,3 +69,21 @@ def tool_choice_mode(tool_choice: Any, *, provider: str) -> tuple[str, str | Non
             return "function", name
     raise ProviderConfigError(f"{provider}: tool_choice {tool_choice!r} is not understood", provider=provider,
                               hint=_CHOICE_HINT)
+
+
+def tool_choice_to_send(tool_choice: Any, *, has_tools: bool, provider: str) -> tuple[str, str | None] | None:
+    """The tool_choice a request sends, as :func:`tool_choice_mode` reads it, or None to send none.
+
+    None when ``tool_choice`` is None, or is "auto" or "none" and the request has no tools.
+    Raises ProviderConfigError for a choice not understood (with tools or without), and for
+    "required" or a named function on a request without tools.
+    """
+    if tool_choice is None:
+        return None
+    mode, name = tool_choice_mode(tool_choice, provider=provider)
+    if has_tools:
+        return mode, name
+    if mode in ("auto", "none"):
+        return None
+    raise ProviderConfigError(f"{provider}: tool_choice {tool_choice!r} needs tools, and this request has no tools",
+                              provider=provider, hint=_NO_TOOLS_HINT)

@@ -77,8 +77,9 @@ class LLMProvider(Protocol):
     failure (HTTP status, transport, an error event inside the stream, a stream cut before
     its terminal event, malformed data). ``tools`` are OpenAI function-form definitions
     (``{"type": "function", "function": {name, description, parameters}}``, what
-    ``ToolRouter.describe()`` returns). ``options``: ``max_tokens``, ``tool_choice``,
-    ``cache_retention`` (``short | long | none``), ``cancel`` (a :class:`~.cancel.CancelSignal`:
+    ``ToolRouter.describe()`` returns). ``options``: ``max_tokens``, ``tool_choice`` (without
+    tools: auto and none are not sent, required or a named function raise ProviderConfigError
+    before any request), ``cache_retention`` (``short | long | none``), ``cancel`` (a :class:`~.cancel.CancelSignal`:
     once set, the stream ends promptly, also while the server is silent, raising
     :class:`~.cancel.StreamCancelled`); unknown options are ignored.
     """
