@@ -21,9 +21,11 @@ EXPECTED_CONTENTS = [
     {"role": "model", "parts": [{"text": "Checking both."},
                                 {"functionCall": {"name": "get_weather", "args": {"location": "Paris"}}},
                                 {"functionCall": {"name": "get_weather", "args": {"location": "Zürich"}}}]},
+    # the function responses alone in their user content, the user's next words in the next one:
+    # Gemini 3 refuses a function-response content that also holds text (docs/providers.md)
     {"role": "user", "parts": [{"functionResponse": {"name": "get_weather", "response": {"result": "18 C, sunny"}}},
-                               {"functionResponse": {"name": "get_weather", "response": {"result": "9 C, rain"}}},
-                               {"text": "And tomorrow?"}]},
+                               {"functionResponse": {"name": "get_weather", "response": {"result": "9 C, rain"}}}]},
+    {"role": "user", "parts": [{"text": "And tomorrow?"}]},
 ]
 
 
@@ -159,7 +161,8 @@ def test_a_tool_result_may_name_its_function_itself():
     lookup = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
     body = GoogleGenAIProvider("gemini-2.5-flash", "k").build_body(
         messages, tools=[lookup], tool_choice={"type": "function", "function": {"name": "lookup"}})
-    assert body["contents"][0]["parts"][1] == {"functionResponse": {"name": "lookup", "response": {"result": "x"}}}
+    assert body["contents"][1] == {"role": "user",
+                                   "parts": [{"functionResponse": {"name": "lookup", "response": {"result": "x"}}}]}
     assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["lookup"]}}
 
 
@@ -348,3 +351,30 @@ def test_gemini_3_calls_of_the_current_turn_without_a_kept_signature_get_the_doc
     assert signatures("models/gemini-3.1-flash") == [[None], [], [skip, None], [skip]]
     assert signatures("gemini-3-pro-preview", {"c_Zürich": "real"}) == [[None], [], ["real", None], [skip]]
     assert signatures("gemini-2.5-flash") == [[None], [], [None, None], [None]]
+
+
+def test_a_content_with_function_responses_holds_nothing_else():
+    # Gemini 3 answers a user content mixing functionResponse and text parts with 400 "Requests
+    # ending with a model turn are not supported": text and images before or after the responses
+    # of one step go in user contents of their own; the step's responses stay together
+    call = {"id": "c1", "name": "lookup", "arguments": {}}
+    messages = [LLMMessage(role="user", content="look it up"),
+                LLMMessage(role="assistant", tool_calls=[call, {**call, "id": "c2"}]),
+                LLMMessage(role="tool", tool_call_id="c1", content="one"),
+                LLMMessage(role="tool", tool_call_id="c2", content="two"),
+                LLMMessage(role="user", content="Also Berlin."),
+                LLMMessage(role="user", content=[{"type": "text", "text": "And this:"},
+                                                 {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}]),
+                LLMMessage(role="tool", tool_call_id="elsewhere", name="lookup", content="three")]
+    with ReplayServer([case("gemini", "text")]) as server:
+        run(drain(provider(server).stream(messages)))
+    response = lambda text: {"functionResponse": {"name": "lookup", "response": {"result": text}}}  # noqa: E731
+    assert server.requests[0].json()["contents"] == [
+        {"role": "user", "parts": [{"text": "look it up"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {}}},
+                                    {"functionCall": {"name": "lookup", "args": {}}}]},
+        {"role": "user", "parts": [response("one"), response("two")]},
+        {"role": "user", "parts": [{"text": "Also Berlin."}, {"text": "And this:"},
+                                   {"inlineData": {"mimeType": "image/png", "data": PNG}}]},
+        {"role": "user", "parts": [response("three")]},
+    ]

@@ -72,3 +72,23 @@ def test_gemini_round_trip_through_the_loop_names_each_function_response():
         "get_weather", "get_weather", "list_cities"]
     assert [p["functionResponse"]["name"] for p in results["parts"]] == ["get_weather", "get_weather", "list_cities"]
     assert "thoughtSignature" in model_turn["parts"][1]
+
+
+def test_gemini_a_steer_after_the_tool_results_goes_in_a_user_content_of_its_own():
+    async def go(provider):
+        loop = CoreLoop(provider, weather_router())
+        events = []
+        async for event in loop.run(MESSAGES, chat_id="c1"):
+            events.append(event)
+            if event.kind == "tool_call_result" and not loop.steer_pending and len(events) < 40:
+                loop.steer("Also Berlin, please.")
+        return events
+
+    with ReplayServer([case("gemini", "tool_calls"), case("gemini", "text")]) as server:
+        events = asyncio.run(go(GoogleGenAIProvider("gemini-3-flash-preview", GEMINI_KEY, base_url=server.url)))
+    assert events[-1].data["status"] == "completed"
+    assert [e.data["content"] for e in events if e.kind == "steer"] == ["Also Berlin, please."]
+    contents = server.requests[1].json()["contents"]
+    assert [c["role"] for c in contents] == ["user", "model", "user", "user"]
+    assert [list(p) for p in contents[2]["parts"]] == [["functionResponse"]] * 3
+    assert contents[3]["parts"] == [{"text": "Also Berlin, please."}]

@@ -91,8 +91,8 @@ def sdk_conversation() -> tuple[list[types.Content], types.GenerateContentConfig
             types.Part(function_call=types.FunctionCall(name="get_weather", args={"location": "Zürich"}))]),
         types.Content(role="user", parts=[
             types.Part(function_response=types.FunctionResponse(name="get_weather", response={"result": "18 C, sunny"})),
-            types.Part(function_response=types.FunctionResponse(name="get_weather", response={"result": "9 C, rain"})),
-            types.Part(text="And tomorrow?")]),
+            types.Part(function_response=types.FunctionResponse(name="get_weather", response={"result": "9 C, rain"}))]),
+        types.Content(role="user", parts=[types.Part(text="And tomorrow?")]),
     ]
     config = types.GenerateContentConfig(
         system_instruction="You are terse.", temperature=0.5, max_output_tokens=300,

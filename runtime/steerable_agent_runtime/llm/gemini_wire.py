@@ -9,7 +9,11 @@ The conversion (guaranteed, and asserted against the request the google-genai SD
 - a tool result becomes a ``functionResponse`` part ``{name, response: {"result": text}}`` in a
   ``user`` content; its name is the message's ``name`` or, failing that, the name of the call
   with its ``tool_call_id`` earlier in the transcript; consecutive contents of one role are
-  merged, so parallel calls' responses travel in one turn as the API requires;
+  merged, so parallel calls' responses travel in one turn as the API requires, except that a
+  user content holding function responses holds nothing else: user text or images next to them
+  (a steer after the tool results) go in a user content of their own. Gemini 3 answers a
+  content mixing the two with 400 "Requests ending with a model turn are not supported";
+  Google's docs are silent on it (see docs/providers.md for the reports this rests on);
 - with ``sign_current_turn`` (Gemini 3 and later), a step of the current turn (every model
   content after the last user content that holds no function response) whose calls carry no
   kept signature gets :data:`SKIP_SIGNATURE` on its first call, as Google documents for a
@@ -87,7 +91,8 @@ def build_body(
 
 
 def wire_contents(messages: Sequence[LLMMessage], signatures: Mapping[str, str]) -> list[dict[str, Any]]:
-    """The ``contents`` array: user/model turns, consecutive turns of one role merged."""
+    """The ``contents`` array: user/model turns, consecutive turns of one role merged, except
+    that function responses and other user parts never share a content."""
     names = tool_call_names(messages, provider=PROVIDER)
     contents: list[dict[str, Any]] = []
     for message in messages:
@@ -97,11 +102,16 @@ def wire_contents(messages: Sequence[LLMMessage], signatures: Mapping[str, str])
         parts = _parts(message, names, signatures)
         if not parts:
             continue
-        if contents and contents[-1]["role"] == role:
+        if contents and contents[-1]["role"] == role and _responses(contents[-1]) == (message.role == "tool"):
             contents[-1]["parts"].extend(parts)
         else:
             contents.append({"parts": parts, "role": role})
     return contents
+
+
+def _responses(content: dict[str, Any]) -> bool:
+    """Whether ``content`` is a user content of function responses (which holds nothing else)."""
+    return content["role"] == "user" and "functionResponse" in content["parts"][0]
 
 
 def _parts(message: LLMMessage, names: Mapping[str, str], signatures: Mapping[str, str]) -> list[dict[str, Any]]:
