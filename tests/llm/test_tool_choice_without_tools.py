@@ -144,3 +144,19 @@ def test_a_loop_with_no_tools_and_tool_choice_required_fails_with_the_hint_and_s
     errors = [e for e in events if e.kind == "error"]
     assert len(errors) == 1 and "no tools" in errors[0].data["message"] and "tools=" in errors[0].data["hint"]
     assert events[-1].kind == "completion" and events[-1].data["status"] == "failed"
+
+
+@pytest.mark.parametrize("wire", sorted(WIRES))
+def test_a_named_function_that_is_not_among_the_tools_raises_and_sends_nothing(wire):
+    """Every API refuses a tool_choice naming a function it was not given (a 400): the adapter
+    says so before sending, naming the tools it has."""
+    make, answer = WIRES[wire]
+    choice = {"type": "function", "function": {"name": "delete_everything"}}
+    with ReplayServer([answer()]) as server:
+        with pytest.raises(ProviderConfigError) as info:
+            run(drain(make(server.url).stream([LLMMessage(role="user", content="hi")], tools=TOOLS,
+                                              tool_choice=choice)))
+        assert server.requests == []
+    message = str(info.value)
+    assert "\n" not in message and "delete_everything" in message and "read_file" in message
+    assert "name one of" in info.value.hint

@@ -62,7 +62,7 @@ def build_body(
     converted = [_tool(t) for t in function_tools(tools, provider=PROVIDER)]
     if converted:
         body["tools"] = converted
-    choice = tool_choice_to_send(tool_choice, has_tools=bool(converted), provider=PROVIDER)
+    choice = tool_choice_to_send(tool_choice, tool_names=[t["name"] for t in converted], provider=PROVIDER)
     if choice is not None:
         body["tool_choice"] = _tool_choice(*choice)
     if temperature is not None:

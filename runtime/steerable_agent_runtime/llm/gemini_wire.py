@@ -75,7 +75,7 @@ def build_body(
     declarations = [_declaration(t) for t in function_tools(tools, provider=PROVIDER)]
     if declarations:
         body["tools"] = [{"functionDeclarations": declarations}]
-    choice = tool_choice_to_send(tool_choice, has_tools=bool(declarations), provider=PROVIDER)
+    choice = tool_choice_to_send(tool_choice, tool_names=[d["name"] for d in declarations], provider=PROVIDER)
     if choice is not None:
         body["toolConfig"] = {"functionCallingConfig": _calling_config(*choice)}
     config: dict[str, Any] = {}

@@ -128,7 +128,8 @@ class OpenAICompatProvider(BearerEndpoint):
         defs = function_tools(tools, provider=self.name)
         if defs:
             body["tools"] = [{"type": "function", "function": d} for d in defs]
-        choice = wire_tool_choice(options.get("tool_choice"), self.name, nested=True, has_tools=bool(defs))
+        choice = wire_tool_choice(options.get("tool_choice"), self.name, nested=True,
+                                  tool_names=[d["name"] for d in defs])
         if choice is not None:
             body["tool_choice"] = choice
         if temperature is not None:
@@ -357,16 +358,17 @@ def parse_arguments(text: str, name: str, provider: str) -> dict[str, Any]:
     return decode_arguments(text)
 
 
-def wire_tool_choice(choice: Any, provider: str, *, nested: bool, has_tools: bool) -> Any:
+def wire_tool_choice(choice: Any, provider: str, *, nested: bool, tool_names: Sequence[str]) -> Any:
     """An OpenAI-form tool_choice for the wire: chat/completions nests the name, Responses does not.
 
-    None when there is none to send (none given; auto or none without tools). Raises
-    ProviderConfigError for a choice that is not auto | required | none | a named function, and
-    for required or a named function without tools (:func:`.transcript.tool_choice_to_send`).
+    ``tool_names``: the request's tools. None when there is none to send (none given; auto or
+    none without tools). Raises ProviderConfigError for a choice that is not auto | required |
+    none | a named function, for required or a named function without tools, and for a named
+    function not among the tools (:func:`.transcript.tool_choice_to_send`).
     """
     from .transcript import tool_choice_to_send
 
-    to_send = tool_choice_to_send(choice, has_tools=has_tools, provider=provider)
+    to_send = tool_choice_to_send(choice, tool_names=tool_names, provider=provider)
     if to_send is None:
         return None
     mode, name = to_send

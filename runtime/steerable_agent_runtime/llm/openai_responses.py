@@ -81,7 +81,8 @@ class OpenAIResponsesProvider(BearerEndpoint):
             # Responses reads a tool without `strict` as strict (every property required, no
             # optional argument left); an OpenAI-form tool is non-strict unless it says so
             body["tools"] = [{"type": "function", "strict": False, **d} for d in defs]
-        choice = wire_tool_choice(options.get("tool_choice"), self.name, nested=False, has_tools=bool(defs))
+        choice = wire_tool_choice(options.get("tool_choice"), self.name, nested=False,
+                                  tool_names=[d["name"] for d in defs])
         if choice is not None:
             body["tool_choice"] = choice
         if temperature is not None:

@@ -71,17 +71,25 @@ def tool_choice_mode(tool_choice: Any, *, provider: str) -> tuple[str, str | Non
                               hint=_CHOICE_HINT)
 
 
-def tool_choice_to_send(tool_choice: Any, *, has_tools: bool, provider: str) -> tuple[str, str | None] | None:
+def tool_choice_to_send(tool_choice: Any, *, tool_names: Sequence[str],
+                        provider: str) -> tuple[str, str | None] | None:
     """The tool_choice a request sends, as :func:`tool_choice_mode` reads it, or None to send none.
 
-    None when ``tool_choice`` is None, or is "auto" or "none" and the request has no tools.
-    Raises ProviderConfigError for a choice not understood (with tools or without), and for
-    "required" or a named function on a request without tools.
+    ``tool_names``: the names of the request's tools. None when ``tool_choice`` is None, or is
+    "auto" or "none" and the request has no tools. Raises ProviderConfigError for a choice not
+    understood (with tools or without), for "required" or a named function on a request without
+    tools, and for a named function that is not among the request's tools (every API refuses
+    those with a 400).
     """
     if tool_choice is None:
         return None
     mode, name = tool_choice_mode(tool_choice, provider=provider)
-    if has_tools:
+    if tool_names:
+        if mode == "function" and name not in tool_names:
+            raise ProviderConfigError(
+                f"{provider}: tool_choice names function {name!r}, which is not among this request's tools"
+                f" ({', '.join(map(repr, tool_names))})", provider=provider,
+                hint="name one of the tools passed in tools=, or use tool_choice 'required' to make the model call any")
         return mode, name
     if mode in ("auto", "none"):
         return None
