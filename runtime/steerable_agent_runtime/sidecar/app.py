@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -26,6 +26,9 @@ from ..storage import StorageAdapter
 from ..transport.base import SSEEvent
 from ..transport.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, UNAVAILABLE, RpcError
 from ..transport.stdio import StdioJsonRpcTransport
+
+if TYPE_CHECKING:
+    from .export_policy import ExportEndpoints
 
 log = logging.getLogger("steerable.sidecar")
 
@@ -55,9 +58,13 @@ METHODS: dict[str, tuple[str, str, str]] = {
 class MethodTable:
     """Method name -> (params model, handler): validation and error mapping in one place."""
 
-    def __init__(self, storage: StorageAdapter, system: SystemMethods, streams: Callable[[], Any]) -> None:
+    def __init__(self, storage: StorageAdapter, system: SystemMethods, streams: Callable[[], Any], *,
+                 exports: ExportEndpoints | None = None) -> None:
+        """``exports``: the ExportEndpoints trace.export may POST to (sidecar/export_policy.py);
+        None, any endpoint (the stdio sidecar: only its host app calls it)."""
         self.entries = dict(METHODS)
         self._storage = storage
+        self._exports = exports
         self._owners: dict[str, Any] = {"system": system}
         self._stream_factory = streams
 
@@ -67,7 +74,7 @@ class MethodTable:
             if name == "records":
                 from .records import RecordMethods
 
-                owner = RecordMethods(self._storage)
+                owner = RecordMethods(self._storage, self._exports)
             else:
                 owner = self._stream_factory()
             self._owners[name] = owner

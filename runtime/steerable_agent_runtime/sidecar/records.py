@@ -4,7 +4,8 @@ Each handler takes its validated params and returns a JSON-ready result. Every w
 through the StorageAdapter, so ``steerable-maint`` sees it while the sidecar runs. A missing
 session or trace is -32001; creating a session over an existing one is -32602 (a retried create
 of the same chat and user returns it unchanged); a record from a newer build is -32003 (RecordFormatError: the
-record is not modified).
+record is not modified). trace.export posts only where ``exports`` allows (export_policy.py: anywhere
+on stdio, the configured endpoints over HTTP); a refused endpoint is -32007 before the trace is read.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..models import AgentSession, utc_now
 from ..storage import StorageAdapter
 from ..transport.jsonrpc import INVALID_PARAMS, NOT_FOUND, RpcError
 from . import params as p
+
+if TYPE_CHECKING:
+    from .export_policy import ExportEndpoints
 
 
 EXPORTS_AT_ONCE = 4  # trace.export calls running together (each on a thread); more wait their turn
@@ -31,8 +35,9 @@ def not_found(what: str, key: str, value: str, hint: str) -> RpcError:
 class RecordMethods:
     """Handlers for the methods that only read or write the store."""
 
-    def __init__(self, storage: StorageAdapter) -> None:
+    def __init__(self, storage: StorageAdapter, exports: ExportEndpoints | None = None) -> None:
         self.storage = storage
+        self._exports = exports  # an ExportEndpoints; None: any endpoint (the stdio sidecar)
         self._export_slots = asyncio.Semaphore(EXPORTS_AT_ONCE)  # a burst waits here, not on a thread each
 
     async def session_create(self, args: p.SessionCreate) -> dict[str, Any]:
@@ -103,8 +108,10 @@ class RecordMethods:
         from ..tracing.exporter import OtlpHttpExporter
         from ..tracing.otlp import export_request
 
+        # refused (-32007) before the trace is read and before any connection
+        endpoint = args.endpoint if self._exports is None else self._exports.resolve(args.endpoint)
         bundle = await self._bundle(args.trace_id)
-        exporter = OtlpHttpExporter(args.endpoint)  # a bad endpoint is a UsageError (-32602)
+        exporter = OtlpHttpExporter(endpoint)  # a bad endpoint is a UsageError (-32602)
         async with self._export_slots:
             result = await _in_daemon_thread(exporter.export, export_request([bundle]))
         return result.model_dump(mode="json", by_alias=True)

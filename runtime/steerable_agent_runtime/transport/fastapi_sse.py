@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -32,6 +32,7 @@ from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    NOT_ALLOWED,
     NOT_FOUND,
     RpcError,
     parse_body,
@@ -40,7 +41,7 @@ from .jsonrpc import (
 KEEPALIVE = b": keep-alive\n\n"
 _CLOSE = object()
 _HTTP_STATUS = {-32700: 400, -32600: 400, METHOD_NOT_FOUND: 404, INVALID_PARAMS: 400, INTERNAL_ERROR: 500,
-                NOT_FOUND: 404, -32002: 409, -32003: 409, -32004: 403, -32005: 502}
+                NOT_FOUND: 404, -32002: 409, -32003: 409, -32004: 403, -32005: 502, NOT_ALLOWED: 403}
 
 
 class Replies:
@@ -158,8 +159,14 @@ def _status(err: RpcError) -> int:
 
 
 def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size: int = 64,
-               grace_s: float = 10.0) -> FastAPI:
+               grace_s: float = 10.0, export_endpoints: Iterable[str] = ()) -> FastAPI:
     """A FastAPI app serving the sidecar's methods over ``storage`` (see the module docstring).
+
+    ``trace.export`` POSTs only to ``export_endpoints`` (collector URLs, e.g.
+    ``["http://collector:4318"]``): any other endpoint, and every endpoint when none is given,
+    is refused -32007 (HTTP 403) before a connection is made, since any HTTP client could
+    otherwise make the server POST wherever it can reach (sidecar/export_policy.py). Raises
+    ConfigValueError (``export_endpoints``) for a URL the exporter could not use.
 
     system.shutdown is not offered over HTTP (the server's process manager stops it). At its
     shutdown the app cancels the streams still running (the server cut their responses, e.g.
@@ -167,11 +174,14 @@ def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size
     partial turn, as the stdio sidecar does, then closes ``storage``.
     """
     from ..sidecar.app import MethodTable, SystemMethods
+    from ..sidecar.export_policy import ExportEndpoints
     from ..sidecar.streams import StreamManager
 
+    exports = ExportEndpoints.only(export_endpoints)
     replies = Replies()
     streams = StreamManager(storage, notify=_no_sink, reverse=_no_reverse)
-    table = MethodTable(storage, SystemMethods({"transport": "http-sse"}, asyncio.Event()), lambda: streams)
+    table = MethodTable(storage, SystemMethods({"transport": "http-sse"}, asyncio.Event()), lambda: streams,
+                        exports=exports)
     table.entries.pop("system.shutdown")
 
     async def shutdown() -> None:

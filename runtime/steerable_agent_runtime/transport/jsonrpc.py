@@ -34,6 +34,9 @@ PROVIDER_ERROR = -32005
 TURN_FAILED = -32006
 """A turn the loop ended as failed for its own limit, not a provider's error nor a bug:
 ``max_tool_errors`` (the host's tools kept failing; ``data.kind`` ``tool_errors``)."""
+NOT_ALLOWED = -32007
+"""A request this deployment's configuration does not allow (HTTP 403 over HTTP): ``trace.export``
+to an endpoint the server was not configured to export to (``data.field`` ``endpoint``)."""
 
 RequestId = str | int | None
 
