@@ -14,6 +14,9 @@ Guarantees:
 - A ``: keep-alive`` comment goes out after every ``keepalive_s`` seconds without an event.
 - A client that disconnects cancels its stream (CoreLoop.cancel: the record keeps the
   partial turn and a result for every call), also while the producer waits for room.
+- No error names a server path: every error response, ``stream.error`` and ``stream.done``
+  reason goes through server_paths.PathScrubber (the store becomes "the store"; the full
+  message is logged on the server).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from fastapi.responses import StreamingResponse
 
 from ..storage import StorageAdapter
 from .base import SSEEvent
+from .server_paths import PathScrubber, store_locations
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -178,6 +182,7 @@ def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size
     from ..sidecar.streams import StreamManager
 
     exports = ExportEndpoints.only(export_endpoints)
+    scrubber = PathScrubber(store_locations(storage))
     replies = Replies()
     streams = StreamManager(storage, notify=_no_sink, reverse=_no_reverse)
     table = MethodTable(storage, SystemMethods({"transport": "http-sse"}, asyncio.Event()), lambda: streams,
@@ -198,11 +203,19 @@ def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size
             yield event.encode_sse()
         return StreamingResponse(gen(), status_code=status, media_type="text/event-stream")
 
+    def error_event(err: RpcError, method: str) -> StreamingResponse:
+        return one_event(SSEEvent("error", scrubber.error(err.to_wire(), method)), _status(err))
+
+    def scrubbed(emit: Any, method: str) -> Any:
+        async def notify(event: SSEEvent) -> None:
+            await emit(scrubber.event(event, method))
+        return notify
+
     @app.post("/rpc.reply")
     async def reply(request: Request) -> StreamingResponse:
         body = await _json(request)
         if isinstance(body, RpcError):
-            return one_event(SSEEvent("error", body.to_wire()), 400)
+            return error_event(body, "rpc.reply")
         return one_event(SSEEvent("result", {"delivered": replies.deliver(body)}))
 
     @app.post("/{method}")
@@ -215,9 +228,10 @@ def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size
             if method != "agent.chat.stream":
                 return one_event(SSEEvent("result", await table.run(method, handler, args)))
             transport = FastAPISseTransport(replies, queue_size=queue_size, keepalive_s=keepalive_s)
-            started = await table.run(method, handler, args, notify=transport.emit, reverse=transport.request)
+            started = await table.run(method, handler, args, notify=scrubbed(transport.emit, method),
+                                      reverse=transport.request)
         except RpcError as err:
-            return one_event(SSEEvent("error", err.to_wire()), _status(err))
+            return error_event(err, method)
         # No await since start() registered the stream: it is still running here.
         stream = streams.running[started["streamId"]]
         return StreamingResponse(_stream_body(stream, transport),
