@@ -34,9 +34,10 @@ def _export(client: httpx.Client, endpoint: str) -> tuple[int, dict]:
     return response.status_code, frames[0]
 
 
-def test_trace_export_over_http_without_configured_endpoints_is_refused_and_connects_nowhere():
+@pytest.mark.parametrize("configured", [{}, {"export_endpoints": []}, {"export_endpoints": None}])
+def test_trace_export_over_http_without_configured_endpoints_is_refused_and_connects_nowhere(configured):
     with ReplayServer([Reply.json(200, {})]) as receiver, \
-            Served(create_app(_storage_with_a_trace())) as served, \
+            Served(create_app(_storage_with_a_trace(), **configured)) as served, \
             httpx.Client(base_url=served.url, timeout=20) as client:
         for endpoint in (receiver.url, receiver.url + "/v1/traces", "http://169.254.169.254/latest/meta-data"):
             status, frame = _export(client, endpoint)

@@ -43,8 +43,8 @@ class ExportEndpoints:
         return cls(None)
 
     @classmethod
-    def only(cls, urls: Iterable[str]) -> ExportEndpoints:
-        """Only ``urls`` (collector base URLs or full traces URLs); none: trace.export refused.
+    def only(cls, urls: Iterable[str] | None) -> ExportEndpoints:
+        """Only ``urls`` (collector base URLs or full traces URLs); none (or None): trace.export refused.
 
         Raises ConfigValueError (parameter ``export_endpoints``) for a str instead of a list and
         for a URL the exporter could not use (the URL shown with any credentials masked)."""
@@ -52,7 +52,7 @@ class ExportEndpoints:
             raise ConfigValueError("export_endpoints must be a list of collector URLs, not one string",
                                    parameter="export_endpoints", hint='pass a list: export_endpoints=["http://collector:4318"]')
         allowed: dict[str, str] = {}
-        for url in urls:
+        for url in urls or ():
             try:
                 full = traces_url(url)
             except UsageError as exc:

@@ -31,7 +31,6 @@ from fastapi.responses import StreamingResponse
 
 from ..storage import StorageAdapter
 from .base import SSEEvent
-from .server_paths import PathScrubber, store_locations
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -41,6 +40,7 @@ from .jsonrpc import (
     RpcError,
     parse_body,
 )
+from .server_paths import PathScrubber, store_locations
 
 KEEPALIVE = b": keep-alive\n\n"
 _CLOSE = object()
@@ -163,7 +163,7 @@ def _status(err: RpcError) -> int:
 
 
 def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size: int = 64,
-               grace_s: float = 10.0, export_endpoints: Iterable[str] = ()) -> FastAPI:
+               grace_s: float = 10.0, export_endpoints: Iterable[str] | None = ()) -> FastAPI:
     """A FastAPI app serving the sidecar's methods over ``storage`` (see the module docstring).
 
     ``trace.export`` POSTs only to ``export_endpoints`` (collector URLs, e.g.
