@@ -18,6 +18,11 @@ appended since (after its own rewrite: the rewrite's post-estimate plus what fol
 whole transcript is estimated only when no usage is known. Every rewrite's ``pre_tokens`` /
 ``post_tokens`` are on that same scale: post = pre - the estimate removed + the estimate added.
 
+The summary step's summarizer (any LLMProvider) gets at most ``summary_timeout_s`` (default
+120 s) per call; past it the call is cancelled and the excerpt summary is used, as for a
+summarizer that raises, and the rewrite's reason says so (``(excerpt; the summarizer timed out
+after 120 s)``, see summary.summarize).
+
 Hooks never mutate the transcript they are given. Raises ConfigValueError (a ValueError) naming
 the parameter for a value out of range.
 """
@@ -25,6 +30,7 @@ the parameter for a value out of range.
 from __future__ import annotations
 
 import logging
+import math
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +56,8 @@ from .summary import kept_notes, needs_summary, split, summarize
 log = logging.getLogger(__name__)
 
 MAX_OVERFLOW_RECOVERIES_PER_ROUND = 2
+DEFAULT_SUMMARY_TIMEOUT_S = 120.0
+"""How long a compaction waits for the summarizer's answer before it uses the excerpt summary."""
 
 
 @dataclass
@@ -60,7 +68,7 @@ class _Compacted:
     post_tokens: int
     folded: int = 0
     summarised: int = 0
-    source: str = ""
+    source: str = ""  # summary.Summary.describe(): ``excerpt``, ``summarizer``, or why the excerpt was used
 
     @property
     def changed(self) -> bool:
@@ -108,7 +116,8 @@ class CompactionHooks(LoopHooks):
     def __init__(self, max_context_tokens: int, threshold_ratio: float = 0.8, keep_last_messages: int = 6,
                  keep_last_tool_results: int = 2, summarizer: Any = None, recompact_margin_ratio: float = 0.1,
                  fold_excerpt_chars: int = 160, micro_compact_interval_rounds: int = 0,
-                 rapid_refill_window_rounds: int = 3, max_rapid_refills: int = 3) -> None:
+                 rapid_refill_window_rounds: int = 3, max_rapid_refills: int = 3,
+                 summary_timeout_s: float = DEFAULT_SUMMARY_TIMEOUT_S) -> None:
         _require(_is_int(max_context_tokens) and max_context_tokens > 0, "max_context_tokens",
                  f"must be a positive int, got {max_context_tokens!r}")
         _require(isinstance(threshold_ratio, (int, float)) and 0 < threshold_ratio <= 1, "threshold_ratio",
@@ -119,6 +128,9 @@ class CompactionHooks(LoopHooks):
                  f"must be a positive int, got {rapid_refill_window_rounds!r}")
         _require(_is_int(max_rapid_refills) and max_rapid_refills > 0, "max_rapid_refills",
                  f"must be a positive int, got {max_rapid_refills!r}")
+        _require(isinstance(summary_timeout_s, (int, float)) and not isinstance(summary_timeout_s, bool)
+                 and 0 < summary_timeout_s < math.inf, "summary_timeout_s",
+                 f"must be a positive number of seconds, got {summary_timeout_s!r}")
         for name, value in (("keep_last_messages", keep_last_messages), ("keep_last_tool_results",
                             keep_last_tool_results), ("fold_excerpt_chars", fold_excerpt_chars),
                             ("micro_compact_interval_rounds", micro_compact_interval_rounds)):
@@ -129,6 +141,7 @@ class CompactionHooks(LoopHooks):
         self.low_water_tokens = max(0, self.threshold_tokens - self.margin_tokens)
         self.keep_last_messages, self.keep_last_tool_results = keep_last_messages, keep_last_tool_results
         self.summarizer, self.fold_excerpt_chars = summarizer, fold_excerpt_chars
+        self.summary_timeout_s = float(summary_timeout_s)
         self.micro_compact_interval_rounds = micro_compact_interval_rounds
         self.compactions = self.micro_compactions = self.overflow_recoveries = 0
         self.last_pressure: int | None = None
@@ -289,16 +302,16 @@ class CompactionHooks(LoopHooks):
             middle = [m for m in middle if m is not notes]
         if not needs_summary(middle):
             return done
-        text, source = await summarize(middle, self.summarizer, max_excerpt_chars=self.threshold_tokens,
-                                       cancel=cancel)
-        summary = LLMMessage(role="user", content=text)
+        made = await summarize(middle, self.summarizer, max_excerpt_chars=self.threshold_tokens, cancel=cancel,
+                               timeout_s=self.summary_timeout_s)
+        summary = LLMMessage(role="user", content=made.text)
         saved = estimate_tokens(middle) - estimate_message_tokens(summary)
         if saved <= 0:
             return done
         done.messages = [*done.messages[:parts.head_end], summary, *([notes] if notes is not None else []),
                          *done.messages[parts.tail_start:]]
         done.post_tokens -= saved
-        done.summarised, done.source = len(middle), source
+        done.summarised, done.source = len(middle), made.describe()
         return done
 
     def _rewrite(self, ctx: LoopContext, trigger: CompactionTrigger, pre: int, done: _Compacted, reason: str,

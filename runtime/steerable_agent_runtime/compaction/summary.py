@@ -11,9 +11,10 @@
   transcript again changes nothing.
 
 The summarizer (any LLMProvider) is called once, with ``cache_retention="none"`` (the text it
-reads is about to be discarded: never write it into the prompt cache). When there is no
-summarizer, or it raises, or it returns no text, the middle becomes the excerpt summary: one
-line per message, ``[role] `` + its first 200 characters.
+reads is about to be discarded: never write it into the prompt cache), bounded by a timeout
+(CompactionHooks' ``summary_timeout_s``). When there is no summarizer, or it raises, times out
+or returns no text, the middle becomes the excerpt summary: one line per message, ``[role] ``
++ its first 200 characters.
 """
 
 from __future__ import annotations
@@ -126,32 +127,74 @@ def _transcript_text(middle: Sequence[LLMMessage]) -> str:
     return "\n\n".join(f"[{m.role}] {content_text(m.content) or message_line_text(m)}" for m in middle)
 
 
+@dataclass(frozen=True)
+class Summary:
+    """What :func:`summarize` made: the message ``text``; its ``source``, ``summarizer`` or
+    ``excerpt``; and, for an excerpt used although a summarizer was given, ``fallback``: why
+    (``the summarizer timed out after 120 s``, ``the summarizer failed``, ``the summarizer
+    returned no text``, ``the summarizer was cancelled with the turn``)."""
+
+    text: str
+    source: str
+    fallback: str | None = None
+
+    def describe(self) -> str:
+        """``excerpt`` / ``summarizer``, with the fallback's reason: what a rewrite's reason shows."""
+        return f"{self.source}; {self.fallback}" if self.fallback else self.source
+
+
+def seconds_text(seconds: float) -> str:
+    """``0.3 s``, ``120 s``: a timeout as the log and the rewrite reason show it."""
+    return f"{seconds:g} s"
+
+
 async def summarize(middle: Sequence[LLMMessage], summarizer: object | None, *,
-                    max_excerpt_chars: int | None = None, cancel: CancelSignal | None = None) -> tuple[str, str]:
-    """Summarise ``middle``: (text, source) with source ``summarizer`` or ``excerpt``.
+                    max_excerpt_chars: int | None = None, cancel: CancelSignal | None = None,
+                    timeout_s: float | None = None) -> Summary:
+    """Summarise ``middle`` (see :class:`Summary`).
 
     Never raises for a summarizer failure: it is logged (warning) and the excerpt is used.
-    ``cancel`` (the turn's CancelSignal) goes to the summarizer's call: a cancel ends that
-    call at once (StreamCancelled) and the excerpt is used, so the turn winds down promptly.
+    ``timeout_s`` bounds the summarizer's call: past it the call is cancelled where it waits
+    (the task is not left running: its HTTP response and connection are closed as the
+    cancellation unwinds the provider's stream), a warning is logged and the excerpt is used,
+    as for a summarizer that raises; a server that accepts and never answers, or streams
+    keep-alives for ever, costs the compaction ``timeout_s``, not the run. ``cancel`` (the
+    turn's CancelSignal) goes to the summarizer's call: a cancel ends that call at once
+    (StreamCancelled) and the excerpt is used, so the turn winds down promptly.
     """
+    fallback = None
     if summarizer is not None:
         request = [LLMMessage(role="system", content=SUMMARY_INSTRUCTIONS),
                    LLMMessage(role="user", content=_transcript_text(middle))]
         options: dict[str, Any] = {"cache_retention": "none"}
         if cancel is not None:
             options["cancel"] = cancel  # (providers ignore options they do not know)
+        import asyncio  # a running loop means asyncio is loaded: free here, not at module import
+
+        bound = asyncio.timeout(timeout_s)
         try:
-            reply, _usage = await summarizer.complete(request, **options)  # type: ignore[attr-defined]
+            async with bound:
+                reply, _usage = await summarizer.complete(request, **options)  # type: ignore[attr-defined]
             text = content_text(reply.content).strip()
         except StreamCancelled:
             log.info("compaction summarizer cancelled with the turn; using the excerpt summary")
-            text = ""
+            text, fallback = "", "the summarizer was cancelled with the turn"
+        except TimeoutError as exc:
+            if not bound.expired():  # the summarizer's own TimeoutError: a failure like any other
+                log.warning("compaction summarizer failed (%s: %s); using the excerpt summary", type(exc).__name__, exc)
+                text, fallback = "", "the summarizer failed"
+            else:
+                waited = seconds_text(timeout_s or 0)
+                log.warning("compaction summarizer timed out after %s (summary_timeout_s); its call was cancelled;"
+                            " using the excerpt summary", waited)
+                text, fallback = "", f"the summarizer timed out after {waited}"
         except Exception as exc:  # noqa: BLE001 - any summarizer failure falls back, never fails the turn
             log.warning("compaction summarizer failed (%s: %s); using the excerpt summary", type(exc).__name__, exc)
-            text = ""
+            text, fallback = "", "the summarizer failed"
         else:
             if not text:
                 log.warning("compaction summarizer returned no text; using the excerpt summary")
+                fallback = "the summarizer returned no text"
         if text:
-            return f"{SUMMARY_PREFIX}{len(middle)} earlier messages]\n{text}", "summarizer"
-    return excerpt_summary(middle, max_chars=max_excerpt_chars), "excerpt"
+            return Summary(f"{SUMMARY_PREFIX}{len(middle)} earlier messages]\n{text}", "summarizer")
+    return Summary(excerpt_summary(middle, max_chars=max_excerpt_chars), "excerpt", fallback)
