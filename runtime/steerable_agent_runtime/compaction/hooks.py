@@ -21,7 +21,9 @@ whole transcript is estimated only when no usage is known. Every rewrite's ``pre
 The summary step's summarizer (any LLMProvider) gets at most ``summary_timeout_s`` (default
 120 s) per call; past it the call is cancelled and the excerpt summary is used, as for a
 summarizer that raises, and the rewrite's reason says so (``(excerpt; the summarizer timed out
-after 120 s)``, see summary.summarize).
+after 120 s)``, see summary.summarize). The current request (request.py: the last user-authored
+message and the steers of its turn) is never summarised while it fits half the threshold: it is
+pinned whole right after the head, before the summary.
 
 Hooks never mutate the transcript they are given. Raises ConfigValueError (a ValueError) naming
 the parameter for a value out of range.
@@ -51,6 +53,7 @@ from .breakers import Breakers
 from .estimate import estimate_message_tokens, estimate_tokens
 from .fold import fold_tool_results
 from .reminders import CircuitReason, CompactionThrashingReminder
+from .request import current_request_indices, fit_requests
 from .summary import kept_notes, needs_summary, split, summarize
 
 log = logging.getLogger(__name__)
@@ -69,15 +72,18 @@ class _Compacted:
     folded: int = 0
     summarised: int = 0
     source: str = ""  # summary.Summary.describe(): ``excerpt``, ``summarizer``, or why the excerpt was used
+    request_cut: tuple[int, int] | None = None  # (kept, total) characters of a current request cut to its budget
 
     @property
     def changed(self) -> bool:
-        return bool(self.folded or self.summarised)
+        return bool(self.folded or self.summarised or self.request_cut)
 
     def describe(self) -> str:
         parts = [f"folded {self.folded} tool result(s)"] if self.folded else []
         if self.summarised:
             parts.append(f"summarised {self.summarised} message(s) ({self.source})")
+        if self.request_cut:
+            parts.append("current request cut to its first {} of {} characters".format(*self.request_cut))
         return ", ".join(parts) or "nothing to compact"
 
 
@@ -142,6 +148,7 @@ class CompactionHooks(LoopHooks):
         self.keep_last_messages, self.keep_last_tool_results = keep_last_messages, keep_last_tool_results
         self.summarizer, self.fold_excerpt_chars = summarizer, fold_excerpt_chars
         self.summary_timeout_s = float(summary_timeout_s)
+        self.request_budget_tokens = self.threshold_tokens // 2
         self.micro_compact_interval_rounds = micro_compact_interval_rounds
         self.compactions = self.micro_compactions = self.overflow_recoveries = 0
         self.last_pressure: int | None = None
@@ -230,14 +237,16 @@ class CompactionHooks(LoopHooks):
         if used >= MAX_OVERFLOW_RECOVERIES_PER_ROUND:
             return RetryAction.fail(f"context overflow: {used} compactions this round did not make the request fit")
         pre = self.pressure(transcript, ctx)
-        keep_results = self.keep_last_tool_results >> used
+        keep_results, budget = self.keep_last_tool_results >> used, self.request_budget_tokens >> used
         done = await self._compact(transcript, pre, keep_messages=self.keep_last_messages >> used,
-                                   keep_results=keep_results, summarise_above=None, cancel=ctx.cancel)
+                                   keep_results=keep_results, summarise_above=None, cancel=ctx.cancel,
+                                   request_budget=budget)
         if not done.changed and keep_results:
             # the kept results are all there is (one newest result too big for the window): fold
             # them too, to their excerpts, rather than fail this turn and every later one alike
             done = await self._compact(transcript, pre, keep_messages=self.keep_last_messages >> used,
-                                       keep_results=0, summarise_above=None, cancel=ctx.cancel)
+                                       keep_results=0, summarise_above=None, cancel=ctx.cancel,
+                                       request_budget=budget)
         if not done.changed:
             return RetryAction.fail("context overflow and nothing left to compact")
         self._overflow = (_RoundMark.of(ctx), used + 1)
@@ -284,34 +293,50 @@ class CompactionHooks(LoopHooks):
     # -- shared machinery -------------------------------------------------------------------
 
     async def _compact(self, transcript: Sequence[LLMMessage], pre: int, *, keep_messages: int,
-                       keep_results: int, summarise_above: int | None, cancel: Any = None) -> _Compacted:
+                       keep_results: int, summarise_above: int | None, cancel: Any = None,
+                       request_budget: int | None = None) -> _Compacted:
         """Fold, then summarise the middle (always, or only when still above ``summarise_above``);
         ``cancel``: the turn's CancelSignal, handed to the summarizer's call.
 
-        The summary is kept only when it is smaller than what it replaces. The newest notes
-        message of the middle stays, whole, right after it (summary.kept_notes).
+        The current request's messages in the middle (request.current_request_indices) are not
+        summarised: they are pinned right after the head, whole, or the oldest of them cut, within
+        ``request_budget`` (default: half the threshold; request.fit_requests). The summary
+        follows them, kept only when it is smaller than what it replaces; the newest notes
+        message of the middle stays, whole, right after the summary (summary.kept_notes).
         """
         fold = fold_tool_results(transcript, keep_last=keep_results, excerpt_chars=self.fold_excerpt_chars)
         done = _Compacted(fold.messages, pre - fold.saved_tokens, folded=len(fold.removed))
         if summarise_above is not None and done.post_tokens <= summarise_above:
             return done
         parts = split(done.messages, keep_messages)
-        middle = done.messages[parts.head_end:parts.tail_start]
+        head, middle, tail = (done.messages[:parts.head_end], done.messages[parts.head_end:parts.tail_start],
+                              done.messages[parts.tail_start:])
         notes = kept_notes(middle)
-        if notes is not None:
-            middle = [m for m in middle if m is not notes]
-        if not needs_summary(middle):
+        at = [i - parts.head_end for i in current_request_indices(done.messages)
+              if parts.head_end <= i < parts.tail_start]
+        fitted = fit_requests([middle[i] for i in at], self.request_budget_tokens if request_budget is None
+                              else request_budget)
+        pinned = {i: fit for i, fit in zip(at, fitted) if fit is not None}  # middle index -> (message, cut)
+        cut = next((c for _, c in pinned.values() if c is not None), None)
+        rest = [m for i, m in enumerate(middle) if i not in pinned and m is not notes]
+        summary = made = None
+        if needs_summary(rest):
+            made = await summarize(rest, self.summarizer, max_excerpt_chars=self.threshold_tokens, cancel=cancel,
+                                   timeout_s=self.summary_timeout_s)
+            summary = LLMMessage(role="user", content=made.text)
+            if estimate_message_tokens(summary) >= estimate_tokens(rest):
+                summary = None  # not smaller than what it would replace
+        if summary is not None:
+            kept = [*(m for m, _ in pinned.values()), summary, *([notes] if notes is not None else [])]
+        elif cut is not None:  # only the request changes, in place
+            kept = [pinned[i][0] if i in pinned else m for i, m in enumerate(middle)]
+        else:
             return done
-        made = await summarize(middle, self.summarizer, max_excerpt_chars=self.threshold_tokens, cancel=cancel,
-                               timeout_s=self.summary_timeout_s)
-        summary = LLMMessage(role="user", content=made.text)
-        saved = estimate_tokens(middle) - estimate_message_tokens(summary)
-        if saved <= 0:
-            return done
-        done.messages = [*done.messages[:parts.head_end], summary, *([notes] if notes is not None else []),
-                         *done.messages[parts.tail_start:]]
-        done.post_tokens -= saved
-        done.summarised, done.source = len(middle), made.describe()
+        done.messages = [*head, *kept, *tail]
+        done.post_tokens -= estimate_tokens(middle) - estimate_tokens(kept)
+        if summary is not None and made is not None:
+            done.summarised, done.source = len(rest), made.describe()
+        done.request_cut = cut
         return done
 
     def _rewrite(self, ctx: LoopContext, trigger: CompactionTrigger, pre: int, done: _Compacted, reason: str,

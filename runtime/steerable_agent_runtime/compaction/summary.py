@@ -1,6 +1,8 @@
-"""The summary step: head + one summary message + tail.
+"""The summary step: head + the current request + one summary message + tail.
 
 - Head: the leading system messages and the first user message (when it follows them).
+- The current request (request.py: the last user-authored message and the steers of its turn),
+  when in the middle: kept whole (or cut to its budget) right after the head, before the summary.
 - Tail: the last ``keep_last`` messages, moved back so that it never starts with a tool result
   whose call would be cut off (the assistant message holding the call comes with it).
 - Middle: everything between; replaced by one ``user`` message starting with
