@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..context.notes import NotesFragment
 from ..llm.cancel import CancelSignal, StreamCancelled
 from ..models import LLMMessage
 from .fold import content_text
@@ -83,6 +82,10 @@ def needs_summary(middle: Sequence[LLMMessage]) -> bool:
 def kept_notes(middle: Sequence[LLMMessage]) -> LLMMessage | None:
     """The message of ``middle`` the summary keeps whole after it: the newest notes rendering
     (an older one is superseded by it and summarised), or None."""
+    # Imported on use: defining a fragment class estimates its markers with this package
+    # (context/fragment.py), so context.notes, half loaded then, imports this module.
+    from ..context.notes import NotesFragment
+
     for message in reversed(middle):
         if message.role == NotesFragment.role and NotesFragment.recognises(message.content):
             return message
