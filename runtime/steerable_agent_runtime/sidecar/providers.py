@@ -2,7 +2,8 @@
 
 The key is read only from the environment variable ``apiKeyEnv`` names (never from a param,
 which a host might log). Provider modules (and httpx) are imported here, when the first
-stream needs them, not when the sidecar starts.
+stream needs them, not when the sidecar starts. Over HTTP the spec arrives checked by
+provider_policy.py (only allowed URLs and variables); on stdio it is the host's as given.
 
 Seams, each wired when its module is in the build:
 - ``wrap_cache_control``: CacheControlProvider around every provider unless
@@ -28,6 +29,8 @@ _CLASSES = {
     "anthropic": ("anthropic", "AnthropicProvider", "https://api.anthropic.com"),
     "gemini": ("gemini", "GoogleGenAIProvider", "https://generativelanguage.googleapis.com"),
 }
+#: kind -> the vendor's official API URL, used when ``provider.baseUrl`` is omitted
+DEFAULT_BASE_URLS = {kind: url for kind, (_, _, url) in _CLASSES.items()}
 
 
 def _api_key(spec: ProviderSpec) -> str | None:
@@ -68,7 +71,7 @@ def build_provider(spec: ProviderSpec, *, client: Any = None) -> Any:
     key = _api_key(spec)
     cls, default_url = _provider_class(spec)
     base_url = spec.base_url or default_url
-    _check(spec, base_url)
+    check_fields(spec, base_url)
     if spec.kind == "openai_compat":
         provider = cls(spec.model, base_url, api_key=key, client=client)
     elif spec.kind == "anthropic" and spec.max_tokens:
@@ -80,7 +83,7 @@ def build_provider(spec: ProviderSpec, *, client: Any = None) -> Any:
     return wrap_cache_control(provider)
 
 
-def _check(spec: ProviderSpec, base_url: str) -> None:
+def check_fields(spec: ProviderSpec, base_url: str) -> None:
     """The provider's own checks of the model name and base URL, run first so that what they
     refuse is -32602 naming the field (the constructor's ProviderConfigError names none)."""
     from ..llm.errors import ProviderConfigError
