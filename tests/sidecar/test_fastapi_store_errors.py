@@ -62,7 +62,8 @@ def test_a_damaged_store_over_http_answers_32002_without_its_path_and_the_log_ke
     caplog.set_level(logging.WARNING)
     db = damaged_store(tmp_path)
     storage = SqliteStorage(db)
-    with ReplayServer([text_reply(["hi"])]) as model, Served(create_app(storage)) as served, \
+    with ReplayServer([text_reply(["hi"])]) as model, \
+            Served(create_app(storage, provider_base_urls=[model.url + "/v1"])) as served, \
             httpx.Client(base_url=served.url, timeout=30) as client:
         for method, params in [("agent.history.get", {"recordId": "c1"}), ("trace.fetch", {"traceId": TRACE_ID}),
                                ("agent.chat.stream", {"chatId": "c1", "resume": True, "messages": [],

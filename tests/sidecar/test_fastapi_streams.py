@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import httpx
 from steerable_agent_runtime import InMemoryStorage, SqliteStorage
@@ -26,6 +27,12 @@ def params(model: ReplayServer, chat: str = "c1", **extra) -> dict:
             "provider": {"kind": "openai_compat", "model": "m", "baseUrl": model.url + "/v1"}, **extra}
 
 
+def app_for(model: ReplayServer, storage: Any, **options: Any) -> Any:
+    """create_app with the replay model's URL allowed (over HTTP a client may name no other
+    model server: test_fastapi_provider_policy.py)."""
+    return create_app(storage, provider_base_urls=[model.url + "/v1"], **options)
+
+
 def history(client: httpx.Client, chat: str) -> list[dict]:
     response = client.post("/agent.history.get", json={"recordId": chat})
     return list(sse_frames(iter(response.text.splitlines())))[0]["data"]["entries"]
@@ -34,7 +41,7 @@ def history(client: httpx.Client, chat: str) -> list[dict]:
 def test_a_slow_reader_gets_every_event_in_order():
     pieces = [f"p{i} " for i in range(600)]
     with ReplayServer([text_reply(pieces)]) as model, \
-            Served(create_app(InMemoryStorage(), queue_size=8)) as served, \
+            Served(app_for(model, InMemoryStorage(), queue_size=8)) as served, \
             httpx.Client(base_url=served.url, timeout=60) as client:
         with client.stream("POST", "/agent.chat.stream", json=params(model)) as response:
             assert response.status_code == 200
@@ -55,7 +62,7 @@ def test_keep_alive_comments_while_the_model_is_quiet():
     # one quiet spell of 0.8 s mid-answer (8 keep-alive intervals), not a pause before every chunk
     quiet = Reply(chunks=text_chunks(["a", "b", "c"]), stall_after=2, stall_s=0.8)
     with ReplayServer([quiet]) as model, \
-            Served(create_app(InMemoryStorage(), keepalive_s=0.1)) as served, \
+            Served(app_for(model, InMemoryStorage(), keepalive_s=0.1)) as served, \
             httpx.Client(base_url=served.url, timeout=60) as client:
         with client.stream("POST", "/agent.chat.stream", json=params(model)) as response:
             frames = list(sse_frames(response.iter_lines()))
@@ -69,7 +76,7 @@ def test_keep_alive_comments_while_the_model_is_quiet():
 def test_a_client_disconnect_cancels_its_stream():
     pieces = [f"w{i} " for i in range(400)]
     with ReplayServer([text_reply(pieces, delay_s=0.02), text_reply(["again"])]) as model, \
-            Served(create_app(InMemoryStorage())) as served, \
+            Served(app_for(model, InMemoryStorage())) as served, \
             httpx.Client(base_url=served.url, timeout=60) as client:
         seen = 0
         with client.stream("POST", "/agent.chat.stream", json=params(model)) as response:
@@ -98,7 +105,7 @@ def test_a_client_disconnect_cancels_its_stream():
 
 def test_host_tools_over_http_through_rpc_reply():
     script = [tool_reply([("call_h", "get_weather", {"city": "Lisbon"})]), text_reply(["Sunny."])]
-    with ReplayServer(script) as model, Served(create_app(InMemoryStorage())) as served, \
+    with ReplayServer(script) as model, Served(app_for(model, InMemoryStorage())) as served, \
             httpx.Client(base_url=served.url, timeout=60) as client:
         invoked = []
 
@@ -140,7 +147,7 @@ def test_a_chat_over_http_on_a_sqlite_file_is_a_clean_record_for_steerable_maint
     ``history`` shows exactly the turn the stream relayed."""
     db = tmp_path / "http.db"
     script = [tool_reply([("call_s", "get_weather", {"city": "Porto"})]), text_reply(["Rain ", "in ", "Porto."])]
-    with ReplayServer(script) as model, Served(create_app(SqliteStorage(str(db)))) as served, \
+    with ReplayServer(script) as model, Served(app_for(model, SqliteStorage(str(db)))) as served, \
             httpx.Client(base_url=served.url, timeout=60) as client:
 
         def answer(rid: str) -> None:
@@ -186,7 +193,7 @@ def test_a_server_shutdown_that_cuts_streams_keeps_their_partial_turns(tmp_path)
     db = tmp_path / "cut.db"
     pieces = [f"w{i} " for i in range(400)]
     with ReplayServer([text_reply(pieces, delay_s=0.02)]) as model:
-        config = uvicorn.Config(create_app(SqliteStorage(str(db))), host="127.0.0.1", port=0, log_level="critical",
+        config = uvicorn.Config(app_for(model, SqliteStorage(str(db))), host="127.0.0.1", port=0, log_level="critical",
                                 lifespan="on", timeout_graceful_shutdown=0.5)
         served = Served.__new__(Served)
         served.server = uvicorn.Server(config)
@@ -226,7 +233,7 @@ def test_a_client_that_stops_reading_and_leaves_cancels_its_stream():
 
     pieces = [f"{i:05d}" + "x" * 2000 for i in range(6000)]  # ~12 MB: far more than every buffer on the way
     with ReplayServer([text_reply(pieces), text_reply(["again"])]) as model, \
-            Served(create_app(InMemoryStorage(), queue_size=8)) as served, \
+            Served(app_for(model, InMemoryStorage(), queue_size=8)) as served, \
             httpx.Client(base_url=served.url, timeout=60) as client:
         host, port = served.url.removeprefix("http://").split(":")
         body = json.dumps(params(model)).encode()

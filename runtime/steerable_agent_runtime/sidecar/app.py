@@ -29,6 +29,7 @@ from ..transport.stdio import StdioJsonRpcTransport
 
 if TYPE_CHECKING:
     from .export_policy import ExportEndpoints
+    from .provider_policy import ProviderPolicy
 
 log = logging.getLogger("steerable.sidecar")
 
@@ -59,12 +60,15 @@ class MethodTable:
     """Method name -> (params model, handler): validation and error mapping in one place."""
 
     def __init__(self, storage: StorageAdapter, system: SystemMethods, streams: Callable[[], Any], *,
-                 exports: ExportEndpoints | None = None) -> None:
+                 exports: ExportEndpoints | None = None, providers: ProviderPolicy | None = None) -> None:
         """``exports``: the ExportEndpoints trace.export may POST to (sidecar/export_policy.py);
-        None, any endpoint (the stdio sidecar: only its host app calls it)."""
+        ``providers``: the ProviderPolicy every ``provider`` param is checked against, before its
+        method runs (sidecar/provider_policy.py). None: anything (the stdio sidecar: only its host
+        app calls it)."""
         self.entries = dict(METHODS)
         self._storage = storage
         self._exports = exports
+        self._providers = providers
         self._owners: dict[str, Any] = {"system": system}
         self._stream_factory = streams
 
@@ -86,7 +90,8 @@ class MethodTable:
         return await self.run(method, handler, args)
 
     def validate(self, method: str, params: Any) -> tuple[Handler, Any]:
-        """The handler of ``method`` and its validated params; RpcError -32601 / -32602."""
+        """The handler of ``method`` and its validated params (a ``provider`` param as the
+        ProviderPolicy allows it); RpcError -32601 / -32602, -32007 for a provider not allowed."""
         entry = self.entries.get(method)
         if entry is None:
             raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}",
@@ -102,9 +107,13 @@ class MethodTable:
             raise RpcError(INVALID_PARAMS, f"invalid params for {method}: params must be an object",
                            hint="pass params by name, as a JSON object", data={"field": "params"})
         try:
-            return handler, model.model_validate(params)
+            args = model.model_validate(params)
         except ValidationError as exc:
             raise invalid_params(exc, method) from None
+        provider = getattr(args, "provider", None)
+        if self._providers is not None and provider is not None:  # before any variable is read or connection made
+            args = args.model_copy(update={"provider": self._providers.check(provider)})
+        return handler, args
 
     @staticmethod
     async def run(method: str, handler: Handler, args: Any, **context: Any) -> Any:

@@ -17,6 +17,9 @@ Guarantees:
 - No error names a server path: every error response, ``stream.error`` and ``stream.done``
   reason goes through server_paths.PathScrubber (the store becomes "the store"; the full
   message is logged on the server).
+- No client chooses where the server connects or which of its environment variables it reads:
+  ``trace.export`` and a stream's ``provider`` reach only what ``create_app`` allows
+  (sidecar/export_policy.py, sidecar/provider_policy.py), else -32007 before anything happens.
 """
 
 from __future__ import annotations
@@ -163,7 +166,8 @@ def _status(err: RpcError) -> int:
 
 
 def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size: int = 64,
-               grace_s: float = 10.0, export_endpoints: Iterable[str] | None = ()) -> FastAPI:
+               grace_s: float = 10.0, export_endpoints: Iterable[str] | None = (),
+               provider_base_urls: Iterable[str] | None = (), provider_key_envs: Iterable[str] | None = ()) -> FastAPI:
     """A FastAPI app serving the sidecar's methods over ``storage`` (see the module docstring).
 
     ``trace.export`` POSTs only to ``export_endpoints`` (collector URLs, e.g.
@@ -172,6 +176,14 @@ def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size
     otherwise make the server POST wherever it can reach (sidecar/export_policy.py). Raises
     ConfigValueError (``export_endpoints``) for a URL the exporter could not use.
 
+    A stream's ``provider`` may name, besides each kind's official URL and its own key variable
+    (``OPENAI_API_KEY``...), only the model server URLs in ``provider_base_urls`` and the
+    environment variables in ``provider_key_envs``: anything else is refused -32007 (HTTP 403)
+    before a variable is read or a connection made, since any HTTP client could otherwise make
+    the server send any of its variables to a host of its choosing (sidecar/provider_policy.py).
+    Raises ConfigValueError (``provider_base_urls`` / ``provider_key_envs``) for a URL no provider
+    could use or a name that is no variable's.
+
     system.shutdown is not offered over HTTP (the server's process manager stops it). At its
     shutdown the app cancels the streams still running (the server cut their responses, e.g.
     uvicorn's graceful-shutdown timeout) and waits up to ``grace_s`` for each to write its
@@ -179,14 +191,16 @@ def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size
     """
     from ..sidecar.app import MethodTable, SystemMethods
     from ..sidecar.export_policy import ExportEndpoints
+    from ..sidecar.provider_policy import ProviderPolicy
     from ..sidecar.streams import StreamManager
 
     exports = ExportEndpoints.only(export_endpoints)
+    providers = ProviderPolicy.only(provider_base_urls, provider_key_envs)
     scrubber = PathScrubber(store_locations(storage))
     replies = Replies()
     streams = StreamManager(storage, notify=_no_sink, reverse=_no_reverse)
     table = MethodTable(storage, SystemMethods({"transport": "http-sse"}, asyncio.Event()), lambda: streams,
-                        exports=exports)
+                        exports=exports, providers=providers)
     table.entries.pop("system.shutdown")
 
     async def shutdown() -> None:
