@@ -23,7 +23,9 @@ Guarantees:
   of the trace id (the OpenTelemetry consistent-probability rule), so every process decides the
   same way for the same trace. An unsampled run writes nothing; its handles are no-ops.
 - Span and event attrs pass through ``redaction.redact`` before they are stored: secret-looking keys at
-  any depth have their values replaced by ``REDACTED``.
+  any depth have their values replaced by ``REDACTED``, and so do the credentials inside a string
+  (a Bearer/Basic token, a URL's password, a secret query parameter such as ``?key=``), the rest
+  of the text kept.
 - A lone UTF-16 surrogate in a span or event name or in attrs (keys and values, any depth) is
   stored as U+FFFD: no store can encode one, and a tool's error message or a name the model sent
   may hold one (a surrogateescape'd file name, a ``\\ud800`` escape).

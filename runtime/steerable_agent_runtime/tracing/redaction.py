@@ -6,6 +6,28 @@ separator style, at any depth) and strings that are an HTTP credential (``Bearer
 ``Bearer`` token, or a ``Basic`` one that decodes to ``user:password``, is replaced by
 ``REDACTED`` and the rest of the text kept; token counts (``max_tokens``, ``prompt_tokens``) are
 kept.
+
+Credentials inside URLs, in a value or anywhere in a longer text (an error message quoting a
+connection or request URL), lose their secret part and keep the rest, so the trace still says
+which host and path failed:
+
+- the password of a URL's userinfo: ``postgresql://app:pw@db:5432/x`` is stored as
+  ``postgresql://app:[REDACTED]@db:5432/x`` (``redis://:pw@host`` too; the user is kept, and a
+  userinfo without a password, ``ssh://git@host``, is no credential). The password runs to the
+  last ``@`` before the host, so an unencoded ``@`` in it is covered; one with an unencoded
+  ``/``, ``?`` or ``#`` is no URL userinfo (no parser reads it as one) and is not recognised;
+- the value of a ``name=value`` pair whose name is a secret key (``is_secret_key``:
+  ``api_key=``, ``access_token=``, ``password=``, ``X-Amz-Signature=``), wherever it stands: a
+  query string, a form body, a ``key=value`` connection string; and, after ``?``, ``&`` or ``;``
+  only (``&amp;`` in an HTML error page), the query parameters ``key`` (Gemini's and other
+  Google APIs' ``?key=API_KEY``) and ``sig`` (an Azure SAS signature), which are no secret as an
+  attribute key. The value ends at whitespace, ``&``, ``#``, a quote or ``<>``, its trailing
+  ``.,;:)]}`` left to the prose around it.
+
+Text holding none of these credentials is returned unchanged, and ``redact(redact(x)) ==
+redact(x)`` (tests/tracing/test_redaction_urls.py checks both as properties). Time is linear in
+the text: each pattern starts only at the start of a word and scans one run of it, so a huge
+tool error is no denial of service.
 """
 
 from __future__ import annotations
@@ -35,6 +57,17 @@ _CREDENTIAL_VALUE = re.compile(r"^\s*(bearer|basic)\s+\S+", re.IGNORECASE)
 # A credential inside a longer text: "Bearer" is no ordinary word, so any token after it goes;
 # "basic" is one ("a basic plan"), so only a token that is base64 of user:password goes.
 _CREDENTIAL_IN_TEXT = re.compile(r"\b(bearer|basic)(\s+)([A-Za-z0-9\-._~+/]+=*)", re.IGNORECASE)
+# A URL's userinfo with a password: a scheme (bounded, and only at the start of a word, so a long
+# run of letters costs linear time), the user, then the password up to the last "@" of the
+# authority (the greedy run backs off to it).
+_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s/?#@:]*:)([^\s/?#]+)@")
+# name=value: the name at the start of a word (only "name=" is consumed, so a pair inside a kept
+# value is still seen); the value runs to a delimiter (see _value_end).
+_NAME = re.compile(r"(?<![A-Za-z0-9_.\-])([A-Za-z_][A-Za-z0-9_.\-]{0,63})=")
+_VALUE = re.compile(r"[^\s&#'\"<>]+")
+_TRAILING = ".,;:)]}"
+# Query parameters that carry a credential although they are no secret as an attribute key.
+_SECRET_QUERY_PARAMS = frozenset({"key", "sig"})
 
 
 def is_secret_key(key: str) -> bool:
@@ -63,8 +96,10 @@ def redact(value: Any) -> Any:
 
     Dict values under secret keys (see ``is_secret_key``) and strings that are an HTTP
     credential (``Bearer ...``, ``Basic ...``) are replaced; in a longer string only the
-    credential is (see the module guarantees); lists, tuples and dicts are walked. The input is
-    never modified.
+    credential is: a Bearer/Basic token, a URL's password, a secret query parameter or
+    ``name=value`` pair (see the module guarantees). Lists, tuples and dicts are walked. The
+    input is never modified; text without a credential comes back unchanged, and a second
+    ``redact`` changes nothing.
     """
     if isinstance(value, Mapping):
         return {k: REDACTED if is_secret_key(str(k)) else redact(v) for k, v in value.items()}
@@ -73,8 +108,56 @@ def redact(value: Any) -> Any:
     if isinstance(value, str):
         if _CREDENTIAL_VALUE.match(value):
             return REDACTED
-        return _CREDENTIAL_IN_TEXT.sub(_redact_credential, value)
+        return _redact_text(value)
     return value
+
+
+def _redact_text(text: str) -> str:
+    """``text`` with every credential it holds replaced (see the module guarantees)."""
+    url = "://" in text
+    if url:
+        text = _URL_PASSWORD.sub(rf"\1{REDACTED}@", text)
+    if "=" in text:
+        text = _redact_pairs(text)
+        if url:  # again: a redacted value may have held the "/" that ended an authority
+            text = _URL_PASSWORD.sub(rf"\1{REDACTED}@", text)
+    return _CREDENTIAL_IN_TEXT.sub(_redact_credential, text)
+
+
+def _redact_pairs(text: str) -> str:
+    """``text`` with the value of each secret ``name=value`` pair replaced."""
+    pieces: list[str] = []
+    pos = 0
+    for match in _NAME.finditer(text):
+        start = match.start()
+        if start < pos:  # inside a value already replaced
+            continue
+        name = match.group(1)
+        in_query = start > 0 and text[start - 1] in "?&;"  # ";": a separator too, and "&amp;" in HTML
+        if not (is_secret_key(name) or (in_query and name.lower() in _SECRET_QUERY_PARAMS)):
+            continue
+        end = _value_end(text, match.end())
+        if end is not None:
+            pieces += [text[pos:match.end()], REDACTED]
+            pos = end
+    if not pieces:
+        return text
+    pieces.append(text[pos:])
+    return "".join(pieces)
+
+
+def _value_end(text: str, start: int) -> int | None:
+    """Where the value starting at ``start`` ends, None when there is none: up to a delimiter,
+    its trailing punctuation left to the prose ("(see ...?key=K)."), an already redacted value
+    taken whole (so a second pass changes nothing). rstrip, not a lazy regex: linear time."""
+    run = _VALUE.match(text, start)
+    if run is None:
+        return None
+    raw = run.group()
+    if raw.startswith(REDACTED) and not raw[len(REDACTED):].strip(_TRAILING):
+        return start + len(REDACTED)
+    kept = raw.rstrip(_TRAILING)
+    return start + len(kept) if kept else None
 
 
 def _redact_credential(match: re.Match[str]) -> str:
