@@ -168,6 +168,35 @@ def test_sqlite_urls_refuse_foreign_newer_and_missing_places(tmp_path):
     assert digest_files(tmp_path) == before
 
 
+def _aiosqlite_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if "_connection_worker_thread" in t.name and t.is_alive()]
+
+
+def test_a_refused_sqlite_store_keeps_no_connection_open(tmp_path):
+    """open() refusing a store closes the connection it inspected with: one left in the pool
+    kept its aiosqlite thread until the storage object was collected, and a thread that then
+    answered an event loop closed meanwhile died with "Event loop is closed" (seen as a
+    PytestUnhandledThreadExceptionWarning in later tests)."""
+    foreign = tmp_path / "other.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    before = _aiosqlite_threads()
+    store = SqlAlchemyStorage(f"sqlite:///{foreign}")
+    with pytest.raises(NotAStoreError):
+        run(store.open())
+    for thread in _aiosqlite_threads():
+        if thread not in before:
+            thread.join(5)
+    assert [t for t in _aiosqlite_threads() if t not in before] == []
+    with pytest.raises(NotAStoreError):  # still refuses, and still usable after
+        run(store.open())
+    run(store.close())
+
+
 # fail-closed reads ----------------------------------------------------------------------
 def test_corrupt_and_newer_rows_fail_closed_on_postgres(postgres, pg_url):
     db = db_name(pg_url)

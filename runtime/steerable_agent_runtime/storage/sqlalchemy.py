@@ -227,22 +227,39 @@ class SqlAlchemyStorage:
         store of an older schema in one transaction (unless ``upgrade=False``).
 
         Raises StoreConnectionError / StoreAuthError, NotAStoreError (tables of something
-        else; no schema with ``create=False``), SchemaTooNewError; nothing is created then.
+        else; no schema with ``create=False``), SchemaTooNewError; nothing is created then, and
+        no connection is left open (the pool is closed; a later call opens a new one).
         """
-        if self.backend == "sqlite":
-            self._precheck_sqlite_file()
-        state = await self._inspect()
-        if state == "empty":
-            if not self.create:
-                raise NotAStoreError(f"{self.where}: has no steerable schema", path=self.where,
-                                     hint="call `await store.create_schema()` (or open with create=True)")
-            await self.create_schema()
-        elif self.upgrade:
-            await self._upgrade()
-        if self.backend == "sqlite":
-            self.fts = await self._sqlite_has_fts()
+        try:
+            if self.backend == "sqlite":
+                self._precheck_sqlite_file()
+            state = await self._inspect()
+            if state == "empty":
+                if not self.create:
+                    raise NotAStoreError(f"{self.where}: has no steerable schema", path=self.where,
+                                         hint="call `await store.create_schema()` (or open with create=True)")
+                await self.create_schema()
+            elif self.upgrade:
+                await self._upgrade()
+            if self.backend == "sqlite":
+                self.fts = await self._sqlite_has_fts()
+        except BaseException:
+            await self._close_pool()
+            raise
         self._opened = True
         return self
+
+    async def _close_pool(self) -> None:
+        """Close the pooled connections after a failed open (a refused store keeps none: an
+        aiosqlite connection is a thread, which outlived its event loop when left to the
+        collector). Made in this event loop (``_engine_now``), so they close here."""
+        engine, self._engine = self._engine, None
+        if engine is None:
+            return
+        try:
+            await asyncio.shield(engine.dispose())
+        except BaseException as exc:  # noqa: BLE001 - the open's own error is what the caller gets
+            _log.debug("closing the pool of %s after a failed open: %s", self.where, type(exc).__name__)
 
     async def _upgrade(self) -> None:
         """Upgrade an older schema in one transaction (storage/sqla_upgrade.py); sets
