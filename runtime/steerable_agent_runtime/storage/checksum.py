@@ -42,6 +42,16 @@ trace_id)."""
 
 _crc32 = zlib.crc32
 
+_HEADS = tuple(_crc32(b"s%d:" % n) for n in range(256))
+"""``crc32(b"s<n>:")`` for n < 256: the CRC of a first identity value's tag and length when it
+is text of n bytes, so the hot loops hash its part as ``crc32(raw, _HEADS[n])`` (equal to
+``crc32(b"s%d:%s" % (n, raw))``, without building that string)."""
+
+
+def _text_head(n: int) -> int:
+    """The CRC of the tag and length of a first identity value that is text of ``n`` bytes."""
+    return _HEADS[n] if n < 256 else _crc32(b"s%d:" % n)
+
 
 def identity_bytes(values: Sequence[Any]) -> bytes:
     """The unambiguous encoding of identity ``values`` (see the module docstring)."""
@@ -160,16 +170,21 @@ def row_checker(table: str, version: int) -> Callable[..., bool]:
 
 
 def _one_column(fast: BytesChecker) -> Callable[[Any, Any, Any], bool]:
-    crc32 = _crc32
+    crc32, heads, head = _crc32, _HEADS, _text_head
 
     def ok(key: Any, data: Any, crc: Any) -> bool:
         if type(data) is bytes:  # identity_bytes((key,)) inlined for text (str, or its raw bytes)
             kind = type(key)
             if kind is str:
-                raw = key.encode("utf-8", "surrogatepass")
-                return crc32(data, crc32(b"s%d:%s" % (len(raw), raw))) == crc
+                try:
+                    raw = key.encode()
+                except UnicodeEncodeError:
+                    raw = key.encode("utf-8", "surrogatepass")
+                n = len(raw)
+                return crc32(data, crc32(raw, heads[n] if n < 256 else head(n))) == crc
             if kind is bytes:
-                return crc32(data, crc32(b"s%d:%s" % (len(key), key))) == crc
+                n = len(key)
+                return crc32(data, crc32(key, heads[n] if n < 256 else head(n))) == crc
         return fast((key,), data, crc)
 
     return ok
@@ -179,7 +194,7 @@ _NOTHING = object()
 
 
 def _two_columns(fast: BytesChecker) -> Callable[[Any, Any, Any, Any], bool]:
-    crc32 = _crc32
+    crc32, heads, head = _crc32, _HEADS, _text_head
     last: Any = _NOTHING  # only ever a str or bytes value once set
     start = 0
     parts: dict[int, bytes] = {}  # an integer's identity part, by value (seqs repeat across records)
@@ -193,12 +208,16 @@ def _two_columns(fast: BytesChecker) -> Callable[[Any, Any, Any, Any], bool]:
         if first != last:
             kind = type(first)
             if kind is str:
-                raw = first.encode("utf-8", "surrogatepass")
+                try:
+                    raw = first.encode()
+                except UnicodeEncodeError:
+                    raw = first.encode("utf-8", "surrogatepass")
             elif kind is bytes:
                 raw = first
             else:
                 return fast((first, second), data, crc)
-            last, start = first, crc32(b"s%d:%s" % (len(raw), raw))
+            n = len(raw)
+            last, start = first, crc32(raw, heads[n] if n < 256 else head(n))
         if type(second) is int:
             part = parts.get(second)
             if part is None:
@@ -237,7 +256,7 @@ def batch_checker(table: str, version: int, identity_at: Sequence[int], data_at:
 
 def _one_column_batches(fast: BytesChecker, key_at: int, data_at: int,
                         crc_at: int) -> Callable[[Sequence[Sequence[Any]]], list[bool]]:
-    crc32 = _crc32
+    crc32, heads, head = _crc32, _HEADS, _text_head
 
     def check(rows: Sequence[Sequence[Any]]) -> list[bool]:
         out: list[bool] = []
@@ -245,8 +264,12 @@ def _one_column_batches(fast: BytesChecker, key_at: int, data_at: int,
         for row in rows:
             key, data, crc = row[key_at], row[data_at], row[crc_at]
             if type(data) is bytes and type(key) is str:  # identity_bytes((key,)) inlined for text
-                raw = key.encode("utf-8", "surrogatepass")
-                add(crc32(data, crc32(b"s%d:%s" % (len(raw), raw))) == crc)
+                try:
+                    raw = key.encode()
+                except UnicodeEncodeError:
+                    raw = key.encode("utf-8", "surrogatepass")
+                n = len(raw)
+                add(crc32(data, crc32(raw, heads[n] if n < 256 else head(n))) == crc)
             else:
                 add(fast((key,), data, crc))
         return out
@@ -256,7 +279,7 @@ def _one_column_batches(fast: BytesChecker, key_at: int, data_at: int,
 
 def _two_column_batches(fast: BytesChecker, first_at: int, second_at: int, data_at: int,
                         crc_at: int) -> Callable[[Sequence[Sequence[Any]]], list[bool]]:
-    crc32 = _crc32
+    crc32, heads, head = _crc32, _HEADS, _text_head
     last: Any = _NOTHING  # only ever a str or bytes value once set (as in _two_columns)
     start = 0
     parts: dict[int, bytes] = {}
@@ -273,13 +296,17 @@ def _two_column_batches(fast: BytesChecker, first_at: int, second_at: int, data_
             if first != last:
                 kind = type(first)
                 if kind is str:
-                    raw = first.encode("utf-8", "surrogatepass")
+                    try:
+                        raw = first.encode()
+                    except UnicodeEncodeError:
+                        raw = first.encode("utf-8", "surrogatepass")
                 elif kind is bytes:
                     raw = first
                 else:
                     add(fast((first, second), data, crc))
                     continue
-                last, start = first, crc32(b"s%d:%s" % (len(raw), raw))
+                n = len(raw)
+                last, start = first, crc32(raw, heads[n] if n < 256 else head(n))
             if type(second) is int:
                 part = parts.get(second)
                 if part is None:
@@ -288,6 +315,12 @@ def _two_column_batches(fast: BytesChecker, first_at: int, second_at: int, data_
                     if len(parts) < _PARTS_KEPT:
                         parts[second] = part
                 add(crc32(data, crc32(part, start)) == crc)
+            elif type(second) is str:  # spans' and events' trace_id
+                try:
+                    raw = second.encode()
+                except UnicodeEncodeError:
+                    raw = second.encode("utf-8", "surrogatepass")
+                add(crc32(data, crc32(raw, crc32(b"s%d:" % len(raw), start))) == crc)
             else:
                 add(crc32(data, crc32(identity_bytes((second,)), start)) == crc)
         return out

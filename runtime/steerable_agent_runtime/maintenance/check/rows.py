@@ -22,7 +22,7 @@ from ...history import ENTRY_TYPES, RECORD_FORMAT_VERSION
 from ...storage.checksum import IDENTITY, batch_checker, row_checker
 from ...storage.schema import TableSpec
 from ..codes import FindingLog
-from .commonrows import common_item, common_message
+from .commonrows import COMMON, common_item, common_message
 from .shapes import ROLES, SHAPES, entry_shape
 
 Tick = Callable[[int], None]
@@ -221,7 +221,8 @@ def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where
     ``messages`` reads id, chat_id, created_at, data, crc), and a row is rebuilt in the
     (key, indexed columns..., data, crc) order of the findings only when it has a problem.
     ``messages`` (as many rows as history) takes :func:`_scan_messages`' loop, with the same
-    findings; ``batched`` as scan_history's (for messages: :func:`_message_batches`)."""
+    findings; ``batched`` as scan_history's (for messages: :func:`_message_batches`, for the
+    other tables :func:`_entity_batches`)."""
     version = _version(conn)
     row = _EntityRow(spec, log, row_checker(spec.name, version))
     sql = f"SELECT CAST(data AS BLOB), crc, {', '.join(row.selected)} FROM {spec.name} {where}"
@@ -230,12 +231,40 @@ def scan_entities(conn: Any, spec: TableSpec, log: FindingLog, tick: Tick, where
         if batched:
             return _message_batches(_batches(cursor), batch_checker("messages", version, (2,), 0, 1), row, tick)
         return _scan_messages(cursor, row, tick)
+    if batched and spec.name in COMMON:
+        identity = (row.first_at,) if row.single else (row.first_at, row.second_at)
+        return _entity_batches(_batches(conn.execute(sql)), batch_checker(spec.name, version, identity, 0, 1), row,
+                               COMMON[spec.name], tick)
     check, n = row.check, 0
     for whole in conn.execute(sql):
         n += 1
         if not n & _TICK_EVERY:
             tick(n)
         check(whole)
+    return n
+
+
+def _entity_batches(batches: Iterable[list[Any]], check: Callable[[list[Any]], list[bool]], row: "_EntityRow",
+                    common: Callable[[Any], dict[str, Any]], tick: Tick) -> int:
+    """The general per-row check over batches of rows ``(data, crc, *selected)``: a row whose
+    checksum is right, whose JSON ``common`` accepts (commonrows.COMMON: its shape passes) and
+    whose duplicated fields equal its columns passes here, as the general check would pass
+    it; any other row goes through that check (so the findings are its own)."""
+    names, columns, general, n = row.names, row.get_columns, row.check, 0
+    for rows in batches:
+        for whole, good in zip(rows, check(rows)):
+            if good:
+                try:
+                    obj = common(whole[0])
+                except ValueError:
+                    pass
+                else:
+                    if tuple(map(obj.get, names)) == columns(whole):
+                        continue
+            general(whole)
+        n += len(rows)
+        if rows and not n & _TICK_EVERY:
+            tick(n)
     return n
 
 
