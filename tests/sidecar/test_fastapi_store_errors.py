@@ -99,3 +99,21 @@ def test_the_stdio_sidecar_still_names_the_store_its_host_owns(spawn, tmp_path):
     assert error["data"]["path"] == str(db)
     sc.close_stdin()
     assert sc.exit_code() == 0
+
+
+def test_an_unreachable_database_over_http_names_neither_its_url_nor_its_address(caplog):
+    """SqlAlchemyStorage on a PostgreSQL URL nobody listens at (127.0.0.1, port 1): the
+    driver's text names the address it tried; over HTTP that becomes <address> (the server
+    log keeps it)."""
+    from steerable_agent_runtime.storage.sqlalchemy import SqlAlchemyStorage
+
+    caplog.set_level(logging.WARNING)
+    storage = SqlAlchemyStorage("postgresql://app:pw@127.0.0.1:1/app")
+    with Served(create_app(storage)) as served, httpx.Client(base_url=served.url, timeout=30) as client:
+        response = client.post("/agent.history.get", json={"recordId": "c1"})
+    [frame] = list(sse_frames(iter(response.text.splitlines())))
+    error = frame["data"]
+    assert error["code"] == -32002 and error["data"]["error"] == "StoreConnectionError", error
+    assert error["message"].startswith("the store: cannot reach the database"), error
+    assert "<address>" in error["message"] and b"127.0.0.1" not in response.content, error
+    assert "127.0.0.1" in caplog.text  # the operator's log has it

@@ -77,3 +77,49 @@ def test_stream_events_only_errors_and_the_done_reason_are_scrubbed():
     done = scrubber.event(SSEEvent("stream.done", {"streamId": "st-1", "status": "failed", "reason": "/data/x7/s.db: gone"}),
                           "agent.chat.stream")
     assert done.data["reason"] == "the store: gone" and done.data["status"] == "failed"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("the store: [Errno 111] Connect call failed ('10.0.0.5', 5432)",
+     "the store: [Errno 111] Connect call failed ('<address>', 5432)"),
+    ("Multiple exceptions: [Errno 111] Connect call failed ('::1', 5432, 0, 0), [Errno 111] Connect call failed"
+     " ('127.0.0.1', 5432)",
+     "Multiple exceptions: [Errno 111] Connect call failed ('<address>', 5432, 0, 0), [Errno 111] Connect call"
+     " failed ('<address>', 5432)"),
+    ('connection to server at "fd00:0:0:0:0:0:0:5", port 5432 failed', 'connection to server at "<address>", port 5432 failed'),
+    ("host=192.168.1.20 refused; retry later", "host=<address> refused; retry later"),
+    ("peer [fe80::1%eth0] reset the connection", "peer [<address>] reset the connection"),
+    # addresses inside a URL stay with the URL; things that only look like addresses stay
+    ("the collector at 'http://127.0.0.1:4318/v1/traces' answered 400", None),
+    ("cannot reach http://[::1]:8080/v1 or https://user@[fd00::2]/x", None),
+    ("started at '11:10:13', version 3.40.1, build 1.2.3.4.5, ratio 0.5", None),
+    ("SQLite 3.40.1 reports 10.0.0 pages", None),
+])
+def test_network_addresses_outside_urls_are_scrubbed(text, expected):
+    assert scrub_text(text, [STORE]) == (text if expected is None else expected)
+
+
+def test_the_database_host_of_the_store_is_scrubbed_where_it_stands_alone():
+    from steerable_agent_runtime.transport.server_paths import store_hosts
+
+    class Url:
+        host = "db.internal"
+
+    class Postgres:
+        where = "postgresql+asyncpg://app:***@db.internal:5432/app"
+        backend = "postgresql"
+        url = Url()
+
+    class SqliteOverSqlAlchemy:
+        backend = "sqlite"
+        url = Url()
+
+    hosts = store_hosts(Postgres())
+    assert hosts == ["db.internal"] and store_hosts(SqliteOverSqlAlchemy()) == [] and store_hosts(object()) == []
+    scrub = PathScrubber(store_locations(Postgres()), hosts)._for(None)
+    assert scrub('could not translate host name "db.internal" to address') == \
+        'could not translate host name "<address>" to address'
+    assert scrub("db.internal:5432 refused the connection.") == "<address>:5432 refused the connection."
+    assert scrub(f"{Postgres.where}: cannot reach the database") == "the store: cannot reach the database"
+    for kept in ("http://db.internal:8080/health failed", "db.internal2 and replica.db.internal.example answered"):
+        assert scrub(kept) == kept

@@ -43,7 +43,7 @@ from .jsonrpc import (
     RpcError,
     parse_body,
 )
-from .server_paths import PathScrubber, store_locations
+from .server_paths import PathScrubber, store_hosts, store_locations
 
 KEEPALIVE = b": keep-alive\n\n"
 _CLOSE = object()
@@ -196,7 +196,7 @@ def create_app(storage: StorageAdapter, *, keepalive_s: float = 15.0, queue_size
 
     exports = ExportEndpoints.only(export_endpoints)
     providers = ProviderPolicy.only(provider_base_urls, provider_key_envs)
-    scrubber = PathScrubber(store_locations(storage))
+    scrubber = PathScrubber(store_locations(storage), store_hosts(storage))
     replies = Replies()
     streams = StreamManager(storage, notify=_no_sink, reverse=_no_reverse)
     table = MethodTable(storage, SystemMethods({"transport": "http-sse"}, asyncio.Event()), lambda: streams,
