@@ -160,3 +160,62 @@ def test_a_named_function_that_is_not_among_the_tools_raises_and_sends_nothing(w
     message = str(info.value)
     assert "\n" not in message and "delete_everything" in message and "read_file" in message
     assert "name one of" in info.value.hint
+
+
+def _called(tool_call_id: str, name: str) -> list[LLMMessage]:
+    """An assistant turn calling ``name`` and its result."""
+    call = {"id": tool_call_id, "type": "function", "function": {"name": name, "arguments": '{"path": "a"}'}}
+    return [LLMMessage(role="assistant", content=None, tool_calls=[call]),
+            LLMMessage(role="tool", content="contents of a", tool_call_id=tool_call_id)]
+
+
+TRANSCRIPT = [LLMMessage(role="user", content="read a, then b"), *_called("c1", "read_file"),
+              *_called("c2", "grep"), *_called("c3", "read_file"), LLMMessage(role="user", content="summarise")]
+"""A chat whose earlier turns called tools, resumed by a host that offers none now."""
+
+
+@pytest.mark.parametrize("tools", [None, []])
+@pytest.mark.parametrize("choice", [None, "auto", "none"])
+def test_anthropic_without_tools_declares_the_transcripts_tools_unavailable(tools, choice):
+    """Anthropic refuses tool_use / tool_result blocks in a request that defines no tools
+    (400 "Requests which include tool_use or tool_result blocks must define tools",
+    anthropics/anthropic-sdk-python#494): the tools the transcript called are declared, as
+    unavailable, with tool_choice none; the messages are those sent with the tools."""
+    options = {} if choice is None else {"tool_choice": choice}
+    with ReplayServer([case("anthropic", "text"), case("anthropic", "text")]) as server:
+        run(drain(anthropic(server.url).stream(TRANSCRIPT, tools=tools, **options)))
+        run(drain(anthropic(server.url).stream(TRANSCRIPT, tools=TOOLS)))
+    without, with_tools = (request.json() for request in server.requests)
+    assert [t["name"] for t in without["tools"]] == ["read_file", "grep"]
+    assert all(t["input_schema"] == {"type": "object"} and "not available" in t["description"].lower()
+               for t in without["tools"])
+    assert without["tool_choice"] == {"type": "none"}
+    assert without["messages"] == with_tools["messages"]
+    assert [b["type"] for b in without["messages"][1]["content"]] == ["tool_use"]
+
+
+def test_anthropic_without_tools_a_transcript_without_tool_calls_sends_no_tools():
+    body = sent_body("anthropic", None, tool_choice="auto")
+    assert "tools" not in body and "tool_choice" not in body
+
+
+def test_anthropic_without_tools_a_required_choice_still_raises_with_tool_calls_in_the_transcript():
+    with ReplayServer([case("anthropic", "text")]) as server:
+        with pytest.raises(ProviderConfigError, match="no tools"):
+            run(drain(anthropic(server.url).stream(TRANSCRIPT, tools=None, tool_choice="required")))
+        assert server.requests == []
+
+
+def test_a_resumed_chat_with_tool_calls_runs_on_anthropic_with_no_tools_registered():
+    """The loop's own request: a history holding tool calls, a host with no tools."""
+    history = [m.to_wire() for m in TRANSCRIPT[:-1]]
+
+    async def go(url: str) -> list:
+        loop = CoreLoop(anthropic(url), ToolRouter())
+        return [e async for e in loop.run([*history, {"role": "user", "content": "summarise"}], chat_id="c1")]
+
+    with ReplayServer([case("anthropic", "text")]) as server:
+        events = asyncio.run(go(server.url))
+    assert events[-1].kind == "completion" and events[-1].data["status"] == "completed", events[-1].data
+    body = server.requests[0].json()
+    assert body["tool_choice"] == {"type": "none"} and [t["name"] for t in body["tools"]] == ["read_file", "grep"]

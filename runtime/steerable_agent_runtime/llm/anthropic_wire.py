@@ -17,6 +17,12 @@ The conversion (guaranteed, and asserted against the request the official SDK se
   a named function becomes ``auto`` / ``any`` / ``none`` / ``tool``; without tools, auto and
   none are left out and required or a named function raise (:func:`.transcript.tool_choice_to_send`:
   the API answers a tool_choice without tools with a 400).
+- a request without tools whose transcript holds tool calls (a chat resumed by a host that
+  registers no tools now, a turn run with none) declares each tool the transcript calls, by
+  name, as unavailable (``input_schema`` any object), with tool_choice ``none``: the API
+  refuses ``tool_use`` / ``tool_result`` blocks in a request that defines no tools ("Requests
+  which include tool_use or tool_result blocks must define tools"), and with ``none`` the
+  model calls none of them. The transcript itself is sent unchanged.
 
 Raises ProviderConfigError for content or tool calls it cannot convert (ToolDefinitionError
 for a tool that is not in OpenAI function form); nothing is sent.
@@ -60,9 +66,12 @@ def build_body(
         body["system"] = "\n\n".join(system)
     body["messages"] = wire_messages([m for m in messages if m.role != "system"], thinking or {})
     converted = [_tool(t) for t in function_tools(tools, provider=PROVIDER)]
+    choice = tool_choice_to_send(tool_choice, tool_names=[t["name"] for t in converted], provider=PROVIDER)
+    if not converted:
+        converted = unavailable_tools(body["messages"])
+        choice = ("none", None) if converted else choice
     if converted:
         body["tools"] = converted
-    choice = tool_choice_to_send(tool_choice, tool_names=[t["name"] for t in converted], provider=PROVIDER)
     if choice is not None:
         body["tool_choice"] = _tool_choice(*choice)
     if temperature is not None:
@@ -71,6 +80,29 @@ def build_body(
         body["thinking"] = {"type": "enabled", "budget_tokens": int(thinking_budget)}
     body["stream"] = True
     return body
+
+
+UNAVAILABLE = "Not available in this conversation any more: do not call it."
+"""The description of a tool the transcript calls that the request does not offer."""
+
+
+def unavailable_tools(turns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool each ``tool_use`` block of ``turns`` (the wire messages) names, once each in
+    order of first use, declared unavailable; one placeholder when only ``tool_result`` blocks
+    are there; none when the turns hold no tool block."""
+    names: dict[str, None] = {}
+    results = False
+    for turn in turns:
+        content = turn["content"]
+        if isinstance(content, list):
+            for block in content:
+                if block["type"] == "tool_use":
+                    names.setdefault(block["name"], None)
+                elif block["type"] == "tool_result":
+                    results = True
+    if not names and results:
+        names["unavailable_tool"] = None
+    return [{"name": name, "description": UNAVAILABLE, "input_schema": {"type": "object"}} for name in names]
 
 
 def wire_messages(messages: Sequence[LLMMessage],
