@@ -3,7 +3,10 @@
 Guarantees (RUNTIME.md "Tools", docs/loop.md "Tools"):
 - :func:`tool_failure` always returns a one-string message, never raises: an exception whose
   ``str()`` raises is named ``<unprintable ...>``; a message longer than :data:`MAX_ERROR_CHARS`
-  is cut there (``…[N more characters]``);
+  is cut there (``…[N more characters]``); a credential in the exception's text (a URL's
+  password, a ``Bearer``/``Basic`` token, a secret ``name=value`` pair: tracing/redaction.py's
+  rules, applied before the cut) is replaced by ``[REDACTED]``, so it reaches neither the model's
+  provider nor the history record; text without one is kept as it is;
 - :func:`handler_failed` says which exceptions are the handler's own failure (a failed result)
   and which must propagate: KeyboardInterrupt (the process's stop signal) and a CancelledError
   while the running task is being cancelled (a real cancel, a timeout); a CancelledError the
@@ -44,8 +47,10 @@ def exception_text(exc: BaseException) -> str:
 
 
 def tool_failure(name: str, exc: BaseException) -> str:
-    """The error the model reads for tool ``name`` that raised ``exc``."""
-    return clip(f"tool {name!r} raised {type(exc).__name__}: {_describe(exc)}")
+    """The error the model reads for tool ``name`` that raised ``exc`` (credentials redacted)."""
+    from .tracing.redaction import redact  # on a failure only: tools import without tracing
+
+    return clip(redact(f"tool {name!r} raised {type(exc).__name__}: {_describe(exc)}"))
 
 
 def handler_failed(exc: BaseException) -> bool:

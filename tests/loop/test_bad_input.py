@@ -573,3 +573,35 @@ def test_run_with_messages_that_are_not_messages_is_a_usage_error(messages):
     with pytest.raises(UsageError) as info:
         loop.run(messages, chat_id="c1")
     assert info.value.hint and "\n" not in str(info.value) and not loop.running
+
+
+def test_a_credential_in_a_tool_exception_reaches_neither_the_model_nor_the_record(tmp_path):
+    """A handler exception quoting a connection URL with its password and a bearer token: the
+    failed result the model reads, the tool_call_result event and the history record keep the
+    rest of the text and lose the credentials."""
+    router = ToolRouter()
+
+    async def query(sql: str) -> list:
+        raise ConnectionError("cannot reach postgresql://app:s3cr3t-pw@db.internal:5432/app"
+                              " (sent Authorization: Bearer sk-live-0123456789abcdef)")
+
+    async def plain() -> None:
+        raise ValueError("row 7 has no column 'total'")
+
+    router.register(query)
+    router.register(plain)
+    db = tmp_path / "s.db"
+    provider = ScriptedProvider([ScriptedResponse(tool_calls=[call("query", {"sql": "select 1"}), call("plain")]),
+                                 "done"])
+    events, loop, record = turn(db, [], tools=router, provider=provider)
+    assert completion(events)["status"] == "completed"
+    got = results(events)
+    assert got[0]["error"] == ("tool 'query' raised ConnectionError: cannot reach"
+                               " postgresql://app:[REDACTED]@db.internal:5432/app (sent Authorization: Bearer [REDACTED])")
+    assert got[1]["error"] == "tool 'plain' raised ValueError: row 7 has no column 'total'"  # unchanged
+    sent = [m for request in provider.requests for m in request.messages]
+    assert len(provider.requests) == 2 and any(m.role == "tool" for m in sent)  # the model read the results
+    texts = [str(m.content) for m in record] + [str(m.content) for m in sent]
+    assert not any("s3cr3t" in t or "sk-live" in t for t in texts)
+    assert any("[REDACTED]" in str(m.content) for m in record if m.role == "tool")
+    assert same(loop, record)
