@@ -5,7 +5,7 @@
 The append figure's entries (bench/figures_core.py: 50 items of the generator's text a batch) go
 through the steps of ``SqliteStorage.append_history`` one by one (the write transaction's BEGIN, the
 head read, ``sqlite_append.plain_rows``: the rows' text, checksums and the returned dicts, then
-executemany and COMMIT),
+``sqlite_append.insert_plain`` (multi-row INSERTs) and COMMIT),
 and the same rows through the baseline's BEGIN IMMEDIATE / executemany / COMMIT on a second store
 with the same schema and pragmas, alternating batch by batch. Process CPU time per step
 (``time.process_time_ns``), medians in microseconds. ``synchronous=NORMAL`` by default, so the
@@ -32,7 +32,7 @@ import make_store  # noqa: E402
 
 from steerable_agent_runtime import SqliteStorage  # noqa: E402
 from steerable_agent_runtime.history import RECORD_FORMAT_VERSION  # noqa: E402
-from steerable_agent_runtime.storage.sqlite_append import INSERT_PLAIN, plain_rows  # noqa: E402
+from steerable_agent_runtime.storage.sqlite_append import insert_plain, plain_rows  # noqa: E402
 from steerable_agent_runtime.storage.schema import create_schema  # noqa: E402
 
 INSERT = "INSERT INTO history (record_id, seq, v, type, at, data, crc) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -66,7 +66,7 @@ def measure(batches: int, synchronous: str) -> dict[str, float]:
             t2 = clock()
             rows, _ = plain_rows(record, batch, (head or 0) + 1)  # type: ignore[misc]
             t3 = clock()
-            conn.executemany(INSERT_PLAIN, rows)  # v and type are its constants
+            insert_plain(conn, rows)  # multi-row INSERTs; v and type are their constants
             t4 = clock()
             txn.__exit__(None, None, None)
             t5 = clock()
@@ -80,7 +80,7 @@ def measure(batches: int, synchronous: str) -> dict[str, float]:
             base.execute("COMMIT")
             b3 = clock()
             for name, start, end in (("ours: begin", t0, t1), ("ours: head read", t1, t2),
-                                     ("ours: plain_rows (text, CRCs, dicts)", t2, t3), ("ours: executemany", t3, t4),
+                                     ("ours: plain_rows (text, CRCs, dicts)", t2, t3), ("ours: insert_plain", t3, t4),
                                      ("ours: commit", t4, t5),
                                      ("baseline: begin", b0, b1), ("baseline: executemany", b1, b2),
                                      ("baseline: commit", b2, b3)):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ from steerable_agent_runtime.history_append import prepare_append
 from steerable_agent_runtime.maintenance import check
 from steerable_agent_runtime.storage.checksum import history_rows, row_crc
 from steerable_agent_runtime.storage import sqlite_append
+from steerable_agent_runtime.storage.schema import create_schema
 from steerable_agent_runtime.storage.sqlite_append import plain_rows
 from tests.helpers import run
 
@@ -351,3 +353,28 @@ def test_a_batch_with_one_entry_it_declines_is_the_careful_paths_error(tmp_path)
         await store.close()
 
     run(go())
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 7, 50, 63, 64, 65, 127, 128, 130, 200])
+def test_insert_plain_writes_what_executemany_writes_row_by_row(tmp_path, count):
+    """The multi-row statements (64, 32, ... 1 rows) store the same rows, values, types, order
+    and rowids as INSERT_PLAIN run once per row; text with every kind of character included."""
+    texts = ["plain", "quote \" and \\\\ back", "new\\nline", "ünïcödé ✓", "emoji 😀", ""]
+    entries = [{"type": "item", "at": AT, "message": {"role": ("user", "assistant")[i % 2],
+                                                       "content": texts[i % len(texts)] * (i % 4 + 1)}}
+               for i in range(count)]
+    rows = (plain_rows("chat ✓", entries, 5) or ([], []))[0] if entries else []
+    assert len(rows) == count
+    dumps = []
+    for name, insert in (("one", lambda c: c.executemany(sqlite_append.INSERT_PLAIN, rows)),
+                         ("multi", lambda c: sqlite_append.insert_plain(c, rows))):
+        conn = sqlite3.connect(tmp_path / f"{name}.db", isolation_level=None)
+        create_schema(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        insert(conn)
+        conn.execute("COMMIT")
+        dumps.append(conn.execute("SELECT rowid, record_id, typeof(record_id), seq, typeof(seq), v, typeof(v),"
+                                  " type, typeof(type), at, data, typeof(data), crc FROM history ORDER BY rowid").fetchall())
+        conn.close()
+    assert dumps[0] == dumps[1] and len(dumps[0]) == count
+    assert [r[3] for r in dumps[1]] == list(range(5, 5 + count))  # in order

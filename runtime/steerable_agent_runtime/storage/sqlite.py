@@ -49,7 +49,7 @@ from .checksum import IDENTITY, current_checker, history_rows, identity_sql, row
 from .dberrors import as_store_error
 from .schema import CHECKPOINT_WHERE, SCHEMA_VERSION, has_fts
 from .search import SEARCH_CANDIDATES, matching_chats
-from .sqlite_append import INSERT_PLAIN, plain_rows
+from .sqlite_append import insert_plain, plain_rows
 from .timebounds import time_bound
 from .upgrade import UpgradeProgress, upgrade_store
 
@@ -243,7 +243,7 @@ class SqliteStorage:
             head = conn.execute("SELECT max(seq) FROM history WHERE record_id = ?", (record_id,)).fetchone()[0]
             plain = plain_rows(record_id, entries, (head or 0) + 1)
             if plain is not None:  # all plain items: v and type are the statement's constants
-                conn.executemany(INSERT_PLAIN, plain[0])
+                insert_plain(conn, plain[0])
                 return plain[1]
             # not all plain items: the careful path (it raises the errors)
             prepared = prepare_append(record_id, entries, (head or 0) + 1)
