@@ -177,9 +177,10 @@ def insert_plain(conn: Any, rows: list[Row]) -> None:
     """Insert :func:`plain_rows`' ``rows`` on ``conn`` (inside the caller's transaction), in
     their order, as INSERT_PLAIN would one by one: one multi-row ``VALUES`` statement for up to
     64 rows (more: 64 at a time, then the rest). A statement per batch instead of a step per
-    row saves SQLite's per-row reset and step around the bind: a batch of 50, 90 -> 57 us; of
-    10, 20 -> 17 us (BENCHMARKS.md, stop 28). The rows, their values, types, order and rowids
-    are executemany's (a test compares the two on disk)."""
+    row saves SQLite's per-row reset and step around the bind: a batch of 50, 88 -> 58 us of
+    CPU; of 10, 19 -> 15 us; of 3 or 1, the same (bench/append_insert.py; BENCHMARKS.md, stop
+    28). The rows, their values, types, order and rowids are executemany's (a test compares
+    the two on disk)."""
     if len(rows) == 1:
         conn.execute(INSERT_PLAIN, rows[0])
         return
