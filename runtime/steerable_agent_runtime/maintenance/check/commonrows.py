@@ -71,6 +71,7 @@ _MESSAGE = _object({
     "content": _required(_TEXT),
 })
 
+
 def _entity(table: str, fields: dict[str, Any], optional: dict[str, Any] | None = None) -> Any:
     """An object of ``table`` whose shape passes: ``fields`` (required) and ``optional`` (when
     present), typed as shapes.py tests them, plus each other field a column duplicates, of
