@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -75,16 +74,12 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.reps)))
         return
-    trees = {"this tree": str(Path(__file__).resolve().parent.parent / "runtime")}
-    if args.before:
-        trees = {"before": str(Path(args.before).resolve()), **trees}
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
-    for round_ in range(args.rounds):
-        order = list(trees.items()) if round_ % 2 == 0 else list(reversed(trees.items()))
-        for name, runtime in order:
-            out = subprocess.run([sys.executable, __file__, "--child", runtime, "--reps", str(args.reps)],
-                                 capture_output=True, text=True, check=True)
-            results[name].append(json.loads(out.stdout))
+    # (imported here, not at the top: harness loads this tree's runtime, and a child must
+    # import only the runtime of its own tree)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from harness import trees_side_by_side
+
+    results = trees_side_by_side(__file__, args.before, args.rounds, ["--reps", str(args.reps)])
     print("| tree | " + " | ".join(f"{kind} content, us/row" for kind in KINDS) + " | null / text | parts / text |")
     print("|---|" + "---|" * (len(KINDS) + 2))
     for name, runs in results.items():

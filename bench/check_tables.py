@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -66,27 +65,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--before", help="the runtime directory of another checkout")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("child_db", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], args.reps)))
+        print(json.dumps(child(args.child, args.child_db, args.reps)))
         return
-    db = args.db
-    if db is None:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import make_store
+    # (imported here, not at the top: a child must import only the runtime of its tree)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import make_store
+    from harness import trees_side_by_side
 
-        db = make_store.cached_store(args.work / "stores", 2000, 500).path
-    trees = {"this tree": str(Path(__file__).resolve().parent.parent / "runtime")}
-    if args.before:
-        trees = {"before": str(Path(args.before).resolve()), **trees}
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
-    for round_ in range(args.rounds):
-        order = list(trees.items()) if round_ % 2 == 0 else list(reversed(trees.items()))
-        for name, runtime in order:
-            out = subprocess.run([sys.executable, __file__, "--child", runtime, str(db), "--reps", str(args.reps)],
-                                 capture_output=True, text=True, check=True)
-            results[name].append(json.loads(out.stdout))
+    db = args.db or make_store.cached_store(args.work / "stores", 2000, 500).path
+    results = trees_side_by_side(__file__, args.before, args.rounds, [str(db), "--reps", str(args.reps)])
     first = next(iter(results.values()))[0]
     print(f"store: {db}")
     print("| tree | " + " | ".join(f"{t} ({int(first[f'{t} rows']):,} rows)" for t in TABLES) + " |")

@@ -170,3 +170,24 @@ def fmt_bytes(n: float) -> str:
 
 def verdict(ok: bool) -> str:
     return "yes" if ok else "MISSED"
+
+
+def trees_side_by_side(script: str, before: str | None, rounds: int, child_args: list[str]) -> dict[str, list[Any]]:
+    """Run ``script --child RUNTIME *child_args`` once per tree per round, the order alternating
+    round by round, and collect each child's JSON output by tree: "this tree" (this checkout's
+    ``runtime``) and, with ``before`` (another checkout's ``runtime`` directory), "before" first."""
+    import json
+    import subprocess
+    import sys
+
+    trees = {"this tree": str(Path(__file__).resolve().parent.parent / "runtime")}
+    if before:
+        trees = {"before": str(Path(before).resolve()), **trees}
+    results: dict[str, list[Any]] = {name: [] for name in trees}
+    for round_ in range(rounds):
+        order = list(trees.items()) if round_ % 2 == 0 else list(reversed(trees.items()))
+        for name, runtime in order:
+            out = subprocess.run([sys.executable, script, "--child", runtime, *child_args],
+                                 capture_output=True, text=True, check=True)
+            results[name].append(json.loads(out.stdout))
+    return results

@@ -20,6 +20,7 @@ from steerable_agent_runtime.maintenance.codes import FindingLog
 from steerable_agent_runtime.storage.checksum import IDENTITY, batch_checker, row_checker, row_crc
 from steerable_agent_runtime.storage.schema import SCHEMA_VERSION, TABLES
 from tests.helpers import event, session, span, trace
+from tests.maintenance.test_check_commonrows import _batches, _findings
 
 ENTITY_TABLES = ["sessions", "traces", "spans", "events"]
 TEXT = st.text(max_size=4)
@@ -74,18 +75,6 @@ def entity_rows(draw, table: str) -> tuple:
     identity = [selected[at[column]] for column in IDENTITY[table]]
     crc = row_crc(table, identity, data) if draw(st.integers(0, 9)) else draw(st.integers(0, 2**32 - 1))
     return (data if draw(st.integers(0, 19)) else None, crc, *selected)
-
-
-def _batches(rows: list, cuts: list[int]) -> list[list]:
-    out, start = [], 0
-    for cut in cuts:
-        out.append(rows[start:start + cut])
-        start += cut
-    return [*out, rows[start:]]
-
-
-def _findings(log: FindingLog) -> tuple:
-    return log.counts, [f.model_dump() for f in log.findings]
 
 
 @st.composite
