@@ -48,8 +48,10 @@ def test_compacted_requests_keep_a_stable_prefix_with_the_current_request_and_th
     sent through CacheControlProvider(AnthropicProvider): the system prompt and the first user
     turn's leading blocks (the first user message, then the pinned current request, whole) are
     the same bytes in both bodies, so a prompt cache written on the first still serves the
-    second up to the summary; and each body carries exactly its breakpoints: the system prompt
-    and the tail (no tools here), none on the pinned request."""
+    second up to the summary; and each body carries exactly its breakpoints: the last tool, the
+    system prompt and the tail, none on the pinned request. No tools are offered, and the
+    transcript calls read_file: the Anthropic adapter declares it unavailable (tool_choice
+    none; the API refuses tool_use blocks in a request without tools), the same in both bodies."""
     from .test_current_request import REQUEST, chat_with_request
     from .transcripts import tool_round
 
@@ -62,8 +64,10 @@ def test_compacted_requests_keep_a_stable_prefix_with_the_current_request_and_th
             run(provider.complete(messages))
         bodies = [r.json() for r in server.requests]
     for body in bodies:
-        assert count_breakpoints(body) == 2 and body["system"][0]["cache_control"] == {"type": "ephemeral"}
+        assert count_breakpoints(body) == 3 and body["system"][0]["cache_control"] == {"type": "ephemeral"}
+        assert [t["name"] for t in body["tools"]] == ["read_file"] and body["tool_choice"] == {"type": "none"}
+        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
         lead = body["messages"][0]["content"]
         assert [b["text"] for b in lead[:2]] == ["Say hello.", REQUEST] and "cache_control" not in lead[1]
-    assert bodies[0]["system"] == bodies[1]["system"]
+    assert bodies[0]["tools"] == bodies[1]["tools"] and bodies[0]["system"] == bodies[1]["system"]
     assert bodies[0]["messages"][0]["content"][:2] == bodies[1]["messages"][0]["content"][:2]

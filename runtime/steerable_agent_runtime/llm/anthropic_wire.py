@@ -19,7 +19,7 @@ The conversion (guaranteed, and asserted against the request the official SDK se
   the API answers a tool_choice without tools with a 400).
 - a request without tools whose transcript holds tool calls (a chat resumed by a host that
   registers no tools now, a turn run with none) declares each tool the transcript calls, by
-  name, as unavailable (``input_schema`` any object), with tool_choice ``none``: the API
+  name (sorted), as unavailable (``input_schema`` any object), with tool_choice ``none``: the API
   refuses ``tool_use`` / ``tool_result`` blocks in a request that defines no tools ("Requests
   which include tool_use or tool_result blocks must define tools"), and with ``none`` the
   model calls none of them. The transcript itself is sent unchanged.
@@ -87,9 +87,11 @@ UNAVAILABLE = "Not available in this conversation any more: do not call it."
 
 
 def unavailable_tools(turns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tool each ``tool_use`` block of ``turns`` (the wire messages) names, once each in
-    order of first use, declared unavailable; one placeholder when only ``tool_result`` blocks
-    are there; none when the turns hold no tool block."""
+    """The tool each ``tool_use`` block of ``turns`` (the wire messages) names, once each and
+    sorted by name, declared unavailable; one placeholder when only ``tool_result`` blocks are
+    there; none when the turns hold no tool block. Sorted, the list changes only when the set
+    of names does (a compaction that folds a tool's last call away), not when the first call
+    of a tool is folded: the tools lead the prompt cache's prefix."""
     names: dict[str, None] = {}
     results = False
     for turn in turns:
@@ -102,7 +104,7 @@ def unavailable_tools(turns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     results = True
     if not names and results:
         names["unavailable_tool"] = None
-    return [{"name": name, "description": UNAVAILABLE, "input_schema": {"type": "object"}} for name in names]
+    return [{"name": name, "description": UNAVAILABLE, "input_schema": {"type": "object"}} for name in sorted(names)]
 
 
 def wire_messages(messages: Sequence[LLMMessage],
