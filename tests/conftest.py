@@ -18,6 +18,19 @@ settings.register_profile("soak", max_examples=5000, deadline=None,
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every property test runs at least the loaded profile's example count. An explicit
+    ``@settings(max_examples=400)`` overrides a profile, so without this the soak profile left
+    the 46 tests that set one at their own count (found at stop 28). Under ``ci`` (40) nothing
+    changes: a test's larger count stays."""
+    floor = settings.default.max_examples
+    for item in items:
+        test = getattr(item, "obj", None)
+        current = getattr(test, "_hypothesis_internal_use_settings", None)  # set by @given / @settings
+        if getattr(test, "hypothesis", None) is not None and current is not None and current.max_examples < floor:
+            test._hypothesis_internal_use_settings = settings(current, max_examples=floor)
+
+
 # PostgreSQL: one throwaway cluster per session (tests/pgcluster.py), a fresh database per test.
 import pytest  # noqa: E402
 
