@@ -184,18 +184,16 @@ async def summarize(middle: Sequence[LLMMessage], summarizer: object | None, *,
         except StreamCancelled:
             log.info("compaction summarizer cancelled with the turn; using the excerpt summary")
             text, fallback = "", "the summarizer was cancelled with the turn"
-        except TimeoutError as exc:
-            if not bound.expired():  # the summarizer's own TimeoutError: a failure like any other
-                log.warning("compaction summarizer failed (%s: %s); using the excerpt summary", type(exc).__name__, exc)
-                text, fallback = "", "the summarizer failed"
-            else:
+        except Exception as exc:  # noqa: BLE001 - any summarizer failure falls back, never fails the turn
+            text = ""
+            if isinstance(exc, TimeoutError) and bound.expired():  # ours, not the summarizer's own TimeoutError
                 waited = seconds_text(timeout_s or 0)
                 log.warning("compaction summarizer timed out after %s (summary_timeout_s); its call was cancelled;"
                             " using the excerpt summary", waited)
-                text, fallback = "", f"the summarizer timed out after {waited}"
-        except Exception as exc:  # noqa: BLE001 - any summarizer failure falls back, never fails the turn
-            log.warning("compaction summarizer failed (%s: %s); using the excerpt summary", type(exc).__name__, exc)
-            text, fallback = "", "the summarizer failed"
+                fallback = f"the summarizer timed out after {waited}"
+            else:
+                log.warning("compaction summarizer failed (%s: %s); using the excerpt summary", type(exc).__name__, exc)
+                fallback = "the summarizer failed"
         else:
             if not text:
                 log.warning("compaction summarizer returned no text; using the excerpt summary")
