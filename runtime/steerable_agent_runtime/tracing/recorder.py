@@ -96,15 +96,10 @@ def is_sampled(trace_id: str, sample_rate: float) -> bool:
     return (int(trace_id, 16) & _RANDOMNESS_MASK) >= threshold
 
 
-def _storable(value: Any) -> Any:
-    """``value`` with every lone surrogate in its strings (dict keys too) replaced by U+FFFD:
-    UTF-8, and so every store, refuses one, and the write would fail the traced run."""
-    return replace_lone_surrogates(value)
-
-
 def _clean_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """Attrs as they are stored: redacted, then storable (redact turns tuples into lists)."""
-    return _storable(redact(dict(attrs)))
+    """Attrs as they are stored: redacted, then each lone surrogate replaced by U+FFFD (UTF-8,
+    and so every store, refuses one; redact turns tuples into lists, which this walks)."""
+    return replace_lone_surrogates(redact(dict(attrs)))
 
 
 def _later(start: str, end: str) -> str:
@@ -164,7 +159,7 @@ class RunHandle:
                    parent_id: str | None = None) -> AsyncIterator[SpanHandle]:
         """A span of ``kind`` around the block; closed (``end_at`` set) however it exits."""
         clock = self._recorder.now
-        span = TraceSpan(span_id=new_span_id(), name=_storable(name), start_at=clock(), kind=kind,
+        span = TraceSpan(span_id=new_span_id(), name=replace_lone_surrogates(name), start_at=clock(), kind=kind,
                          parent_id=parent_id, attrs=_clean_attrs(attrs) if attrs else None)
         handle = SpanHandle(self, span)
         await self._store_span(span)
@@ -193,7 +188,7 @@ class RunHandle:
 
     async def add_event(self, span_id: str, name: str, attrs: Mapping[str, Any] | None) -> TraceEvent:
         """Record an event in span ``span_id`` (attrs redacted); stored only when sampled."""
-        event = TraceEvent(event_id=new_span_id(), span_id=span_id, name=_storable(name),
+        event = TraceEvent(event_id=new_span_id(), span_id=span_id, name=replace_lone_surrogates(name),
                            at=self._recorder.now(), attrs=_clean_attrs(attrs) if attrs else None)
         if self.sampled:
             await self._recorder.storage.add_event(self.trace_id, event)

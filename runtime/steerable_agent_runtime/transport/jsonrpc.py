@@ -36,7 +36,9 @@ TURN_FAILED = -32006
 ``max_tool_errors`` (the host's tools kept failing; ``data.kind`` ``tool_errors``)."""
 NOT_ALLOWED = -32007
 """A request this deployment's configuration does not allow (HTTP 403 over HTTP): ``trace.export``
-to an endpoint the server was not configured to export to (``data.field`` ``endpoint``)."""
+to an endpoint the server was not configured to export to (``data.field`` ``endpoint``), a
+stream's ``provider.baseUrl`` or ``provider.apiKeyEnv`` the server does not allow (``data.field``
+names which)."""
 
 RequestId = str | int | None
 
