@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -30,18 +29,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import make_store  # noqa: E402
 
+from figures_core import baseline_conn  # noqa: E402
 from steerable_agent_runtime.storage import sqlite_append  # noqa: E402
-from steerable_agent_runtime.storage.schema import create_schema  # noqa: E402
 
 SIZES = (50, 10, 3, 1)
-
-
-def _store(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    create_schema(conn)
-    return conn
 
 
 def measure(batches: int) -> dict[int, dict[str, float]]:
@@ -55,7 +46,7 @@ def measure(batches: int) -> dict[int, dict[str, float]]:
             batch = [{"type": "item", "at": "2026-05-01T00:00:00.000000Z",
                       "message": {"role": ("user", "assistant")[i % 2], "content": text.text(text.length())}}
                      for i in range(size)]
-            stores = {name: _store(Path(work) / f"{name}-{size}.db") for name in variants}
+            stores = {name: baseline_conn(Path(work) / f"{name}-{size}.db", "NORMAL") for name in variants}
             times: dict[str, list[int]] = {name: [] for name in variants}
             try:
                 for rep in range(batches):

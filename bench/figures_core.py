@@ -66,7 +66,7 @@ def _append_figure(settings: Settings, batch: int, count: int) -> Row:
     for db in (ours_db, base_db):
         remove_store(db)
     storage = SqliteStorage(ours_db)  # synchronous=FULL, the default every app gets
-    base = _baseline_conn(base_db)
+    base = baseline_conn(base_db)
     cpu: dict[str, list[float]] = {"ours": [], "baseline": []}  # process CPU seconds per repetition
     try:
         def ours(rep: int) -> float:
@@ -119,11 +119,12 @@ async def _append_all(storage: SqliteStorage, record: str, entries: list[dict[st
         await storage.append_history(record, entries[start:start + batch])
 
 
-def _baseline_conn(path: Path) -> sqlite3.Connection:
-    """An equivalent table: the store's own DDL, WAL, synchronous=FULL, autocommit."""
+def baseline_conn(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
+    """An equivalent table: the store's own DDL, WAL, ``synchronous`` (FULL: the storage
+    default), autocommit."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
     create_schema(conn)
     return conn
 
